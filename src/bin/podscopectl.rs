@@ -1,0 +1,355 @@
+//! podscopectl: inspect and drive podscope sandboxes (machinectl-like).
+
+use podscope::client::{classify, dict_map, dict_str, dict_u64, Dict, ManagerProxy};
+use std::collections::HashMap;
+use std::process::ExitCode;
+use zbus::zvariant::Value;
+
+const USAGE: &str = "usage: podscopectl COMMAND [ARGS]
+
+Commands:
+  list [--state STATE] [--label K=V]...   list sandboxes
+  status ID                               show one sandbox (ID or unique prefix)
+  create NAME [OPTIONS]                   create a sandbox, print its id
+      --namespace NS (default: default)  --uid UID (default: random)
+      --attempt N  --hostname NAME  --host-network  --pid-namespace pod|container|node
+      --label K=V  --annotation K=V  --cgroup-parent PARENT  --log-directory DIR
+      --runtime-handler NAME  --memory BYTES  --cpu-quota USEC  --cpu-period USEC
+      --cpu-shares N  --pids-limit N  --start (start it too)
+  start ID...    stop ID...    rm ID...
+  info                                    runtime version and readiness";
+
+struct Fail(String);
+
+impl From<zbus::Error> for Fail {
+    fn from(e: zbus::Error) -> Self {
+        let (_, msg) = classify(&e);
+        Fail(msg)
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.is_empty() || matches!(args[0].as_str(), "-h" | "--help" | "help") {
+        println!("{USAGE}");
+        return if args.is_empty() {
+            ExitCode::from(2)
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match rt.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Fail(msg)) => {
+            eprintln!("podscopectl: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(args: Vec<String>) -> Result<(), Fail> {
+    let conn = zbus::Connection::system()
+        .await
+        .map_err(|e| Fail(format!("cannot connect to the system bus: {e}")))?;
+    let m = ManagerProxy::new(&conn).await?;
+    let (cmd, rest) = (args[0].as_str(), &args[1..]);
+    match cmd {
+        "list" => list(&m, rest).await,
+        "status" => {
+            let [id] = rest else {
+                return Err(Fail("status takes one ID".into()));
+            };
+            status(&m, id).await
+        }
+        "create" => create(&m, rest).await,
+        "start" | "stop" | "rm" | "remove" => {
+            if rest.is_empty() {
+                return Err(Fail(format!("{cmd} needs at least one ID")));
+            }
+            for id in rest {
+                match cmd {
+                    "start" => m.start(id).await?,
+                    "stop" => m.stop(id).await?,
+                    _ => m.remove(id).await?,
+                }
+            }
+            Ok(())
+        }
+        "info" => info(&m).await,
+        other => Err(Fail(format!("unknown command {other:?}\n{USAGE}"))),
+    }
+}
+
+fn fmt_time(usec: u64) -> String {
+    if usec == 0 {
+        return "-".into();
+    }
+    let secs = (usec / 1_000_000) as libc::time_t;
+    // SAFETY: localtime_r writes into the tm we own.
+    let tm = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&secs, &mut tm);
+        tm
+    };
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    )
+}
+
+fn table(rows: &[Vec<String>]) {
+    let cols = rows[0].len();
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, cell)| {
+                if i + 1 == cols {
+                    cell.clone()
+                } else {
+                    format!("{cell:<w$}", w = widths[i])
+                }
+            })
+            .collect();
+        println!("{}", line.join(" ").trim_end());
+    }
+}
+
+fn kv(arg: &str, flag: &str) -> Result<(String, String), Fail> {
+    arg.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| Fail(format!("{flag} takes KEY=VALUE, got {arg:?}")))
+}
+
+async fn list(m: &ManagerProxy<'_>, args: &[String]) -> Result<(), Fail> {
+    let mut filter: HashMap<&str, Value<'_>> = HashMap::new();
+    let mut labels = HashMap::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| Fail(format!("{a} needs a value")))
+        };
+        match a.as_str() {
+            "--state" => {
+                filter.insert("state", Value::from(val()?));
+            }
+            "--label" => {
+                let (k, v) = kv(&val()?, "--label")?;
+                labels.insert(k, v);
+            }
+            other => return Err(Fail(format!("list: unknown option {other:?}"))),
+        }
+    }
+    if !labels.is_empty() {
+        filter.insert("labels", Value::from(labels));
+    }
+    let mut sandboxes = m.list(filter).await?;
+    sandboxes.sort_by_key(|d| dict_u64(d, "created_at"));
+    if sandboxes.is_empty() {
+        println!("No sandboxes.");
+        return Ok(());
+    }
+    let mut rows = vec![["ID", "POD", "STATE", "NETWORK", "CREATED", "UNIT"]
+        .map(String::from)
+        .to_vec()];
+    for d in &sandboxes {
+        rows.push(vec![
+            dict_str(d, "id").chars().take(12).collect(),
+            format!("{}/{}", dict_str(d, "namespace"), dict_str(d, "name")),
+            dict_str(d, "state"),
+            dict_str(d, "network"),
+            fmt_time(dict_u64(d, "created_at")),
+            dict_str(d, "unit"),
+        ]);
+    }
+    table(&rows);
+    println!("\n{} sandboxes listed.", sandboxes.len());
+    Ok(())
+}
+
+async fn status(m: &ManagerProxy<'_>, id: &str) -> Result<(), Fail> {
+    let d: Dict = m.status(id).await?;
+    let show = |k: &str, v: String| println!("{k:>16}: {v}");
+    println!(
+        "{} ({}/{})",
+        dict_str(&d, "id"),
+        dict_str(&d, "namespace"),
+        dict_str(&d, "name")
+    );
+    show("State", dict_str(&d, "state"));
+    let reason = dict_str(&d, "reason");
+    if !reason.is_empty() {
+        show("Reason", reason);
+    }
+    show(
+        "UID",
+        format!(
+            "{} (attempt {})",
+            dict_str(&d, "uid"),
+            dict_u64(&d, "attempt")
+        ),
+    );
+    show("Created", fmt_time(dict_u64(&d, "created_at")));
+    show("Started", fmt_time(dict_u64(&d, "started_at")));
+    if dict_u64(&d, "finished_at") > 0 {
+        show("Finished", fmt_time(dict_u64(&d, "finished_at")));
+    }
+    show(
+        "Unit",
+        format!("{} (in {})", dict_str(&d, "unit"), dict_str(&d, "slice")),
+    );
+    let pid = dict_u64(&d, "init_pid");
+    if pid > 0 {
+        show("Init PID", pid.to_string());
+    }
+    show("Network", dict_str(&d, "network"));
+    let netns = dict_str(&d, "netns_path");
+    if !netns.is_empty() {
+        show("Netns", netns);
+    }
+    show("Hostname", dict_str(&d, "hostname"));
+    show("PID namespace", dict_str(&d, "pid_namespace"));
+    let handler = dict_str(&d, "runtime_handler");
+    show(
+        "Runtime handler",
+        if handler.is_empty() {
+            "(default)".into()
+        } else {
+            handler
+        },
+    );
+    for (title, key) in [("Labels", "labels"), ("Annotations", "annotations")] {
+        let mut pairs: Vec<_> = dict_map(&d, key)
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        pairs.sort();
+        show(
+            title,
+            if pairs.is_empty() {
+                "-".into()
+            } else {
+                pairs.join(", ")
+            },
+        );
+    }
+    println!("\nInspect with: systemctl status {}", dict_str(&d, "unit"));
+    Ok(())
+}
+
+async fn create(m: &ManagerProxy<'_>, args: &[String]) -> Result<(), Fail> {
+    let Some((name, rest)) = args.split_first() else {
+        return Err(Fail("create needs a NAME".into()));
+    };
+    let mut namespace = "default".to_owned();
+    let mut uid = podscope::domain::SandboxId::random().short().to_owned();
+    let mut attempt = 0u32;
+    let mut start = false;
+    let mut opts: HashMap<&str, Value<'_>> = HashMap::new();
+    let mut labels = HashMap::new();
+    let mut annotations = HashMap::new();
+    let mut resources: HashMap<&str, Value<'_>> = HashMap::new();
+    let mut it = rest.iter();
+    while let Some(a) = it.next() {
+        let mut val = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| Fail(format!("{a} needs a value")))
+        };
+        let num = |s: String| {
+            s.parse::<u64>()
+                .map_err(|_| Fail(format!("{a}: {s:?} is not a number")))
+        };
+        match a.as_str() {
+            "--namespace" => namespace = val()?,
+            "--uid" => uid = val()?,
+            "--attempt" => attempt = num(val()?)? as u32,
+            "--hostname" => _ = opts.insert("hostname", val()?.into()),
+            "--host-network" => _ = opts.insert("network", "host".into()),
+            "--pid-namespace" => _ = opts.insert("pid_namespace", val()?.into()),
+            "--cgroup-parent" => _ = opts.insert("cgroup_parent", val()?.into()),
+            "--log-directory" => _ = opts.insert("log_directory", val()?.into()),
+            "--runtime-handler" => _ = opts.insert("runtime_handler", val()?.into()),
+            "--label" => {
+                let (k, v) = kv(&val()?, a)?;
+                labels.insert(k, v);
+            }
+            "--annotation" => {
+                let (k, v) = kv(&val()?, a)?;
+                annotations.insert(k, v);
+            }
+            "--memory" => _ = resources.insert("memory_limit_in_bytes", num(val()?)?.into()),
+            "--cpu-quota" => _ = resources.insert("cpu_quota", num(val()?)?.into()),
+            "--cpu-period" => _ = resources.insert("cpu_period", num(val()?)?.into()),
+            "--cpu-shares" => _ = resources.insert("cpu_shares", num(val()?)?.into()),
+            "--pids-limit" => _ = resources.insert("pids_limit", num(val()?)?.into()),
+            "--start" => start = true,
+            other => return Err(Fail(format!("create: unknown option {other:?}"))),
+        }
+    }
+    if !labels.is_empty() {
+        opts.insert("labels", labels.into());
+    }
+    if !annotations.is_empty() {
+        opts.insert("annotations", annotations.into());
+    }
+    if !resources.is_empty() {
+        opts.insert("resources", resources.into());
+    }
+    let (id, _) = m.create(name, &namespace, &uid, attempt, opts).await?;
+    if start {
+        if let Err(e) = m.start(&id).await {
+            let (_, msg) = classify(&e);
+            return Err(Fail(format!("created {id} but start failed: {msg}")));
+        }
+    }
+    println!("{id}");
+    Ok(())
+}
+
+async fn info(m: &ManagerProxy<'_>) -> Result<(), Fail> {
+    let (name, version, api) = m.version().await?;
+    println!("{name} {version} (API {api})");
+    let (conditions, info) = m.runtime_status().await?;
+    for (kind, ok, reason, msg) in conditions {
+        let extra = [reason, msg]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(": ");
+        println!(
+            "{kind}: {}{}",
+            ok,
+            if extra.is_empty() {
+                String::new()
+            } else {
+                format!(" ({extra})")
+            }
+        );
+    }
+    println!(
+        "Sandboxes: {} ({} ready)",
+        dict_u64(&info, "sandboxes"),
+        dict_u64(&info, "ready")
+    );
+    println!(
+        "Recovered at start: {} in {} µs",
+        dict_u64(&info, "recovered"),
+        dict_u64(&info, "recovery_usec")
+    );
+    Ok(())
+}

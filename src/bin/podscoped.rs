@@ -1,0 +1,138 @@
+//! podscoped: the pod sandbox manager daemon (`org.podscope.Sandbox1`).
+
+use libsystemd::daemon::{self, NotifyState};
+use podscope::settings::{Settings, DEFAULT_CONFIG_PATH};
+use podscope::{bus, logging};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use tokio::signal::unix::{signal, SignalKind};
+use tracing::{error, info};
+
+const USAGE: &str = "usage: podscoped [--config PATH] [--version]
+
+The podscope daemon: serves org.podscope.Sandbox1 on the system bus.
+Normally started by systemd (podscoped.service) or by D-Bus activation.
+PODSCOPE_LOG sets the log filter (default: info).";
+
+fn main() -> ExitCode {
+    let mut config = PathBuf::from(DEFAULT_CONFIG_PATH);
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--config" => match args.next() {
+                Some(p) => config = p.into(),
+                None => {
+                    eprintln!("podscoped: --config needs a path\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
+            "--version" => {
+                println!("podscoped {}", env!("CARGO_PKG_VERSION"));
+                return ExitCode::SUCCESS;
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            other => {
+                eprintln!("podscoped: unknown argument {other:?}\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    logging::init("podscoped");
+    let settings = match Settings::load(&config) {
+        Ok(s) => s,
+        Err(e) => {
+            error!("invalid configuration: {e}");
+            let _ = daemon::notify(
+                false,
+                &[NotifyState::Status(format!("invalid configuration: {e}"))],
+            );
+            return ExitCode::from(1);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            error!("cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(run(settings)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("podscoped failed: {e}");
+            let _ = daemon::notify(false, &[NotifyState::Status(format!("failed: {e}"))]);
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn status_line(service: &bus::Service) -> String {
+    let lc = &service.lifecycle;
+    format!(
+        "{} sandboxes, {} ready",
+        lc.count(),
+        lc.count_in(podscope::domain::State::Ready)
+    )
+}
+
+async fn run(settings: Settings) -> podscope::Result<()> {
+    let io = |e: std::io::Error| podscope::Error::io("install signal handler", e);
+    let mut sigterm = signal(SignalKind::terminate()).map_err(io)?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(io)?;
+    let (_conn, service) = bus::serve(settings).await?;
+    let rec = service.lifecycle.recovery_report();
+    info!(
+        sandboxes = service.lifecycle.count(),
+        recovery_us = rec.duration_usec,
+        "podscoped ready: {} sandboxes recovered in {} µs",
+        service.lifecycle.count(),
+        rec.duration_usec
+    );
+    let _ = daemon::notify(
+        false,
+        &[
+            NotifyState::Ready,
+            NotifyState::Status(status_line(&service)),
+        ],
+    );
+
+    // Watchdog keep-alive at half the interval, and a fresh STATUS line.
+    let watchdog = daemon::watchdog_enabled(false);
+    let tick = watchdog
+        .map(|w| w / 2)
+        .unwrap_or(Duration::from_secs(5))
+        .min(Duration::from_secs(5));
+    let svc = service.clone();
+    tokio::spawn(async move {
+        let mut last = String::new();
+        loop {
+            tokio::time::sleep(tick).await;
+            let mut states = Vec::new();
+            if watchdog.is_some() {
+                states.push(NotifyState::Watchdog);
+            }
+            let line = status_line(&svc);
+            if line != last {
+                states.push(NotifyState::Status(line.clone()));
+                last = line;
+            }
+            if !states.is_empty() {
+                let _ = daemon::notify(false, &states);
+            }
+        }
+    });
+
+    tokio::select! {
+        _ = sigterm.recv() => info!("SIGTERM: shutting down (pods keep running)"),
+        _ = sigint.recv() => info!("SIGINT: shutting down (pods keep running)"),
+    }
+    let _ = daemon::notify(false, &[NotifyState::Stopping]);
+    Ok(())
+}

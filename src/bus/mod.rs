@@ -1,0 +1,289 @@
+//! The D-Bus service `org.podscope.Sandbox1`: one file per object
+//! (`manager`, `sandbox`), named errors, option translation and polkit.
+//!
+//! Every mutating call is authorized first, then runs in its own task: a
+//! caller that hangs up never cancels a lifecycle step or its cleanup.
+
+pub mod errors;
+pub mod manager;
+pub mod options;
+pub mod polkit;
+pub mod sandbox;
+
+use crate::domain::{SandboxId, State};
+use crate::error::{Error, Result};
+use crate::lifecycle::{Event, Lifecycle};
+use crate::settings::Settings;
+use crate::store::Store;
+use crate::systemd::Systemd;
+use errors::BusError;
+use manager::{info_value, Info, Manager};
+use options::Dict;
+use sandbox::SandboxObject;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tracing::warn;
+use zbus::message::Header;
+use zbus::object_server::SignalEmitter;
+use zbus::zvariant::{OwnedObjectPath, Value};
+use zbus::Connection;
+
+pub const BUS_NAME: &str = "org.podscope.Sandbox1";
+pub const MANAGER_PATH: &str = "/org/podscope/Sandbox1";
+
+pub fn sandbox_path(id: &SandboxId) -> OwnedObjectPath {
+    OwnedObjectPath::try_from(format!("{MANAGER_PATH}/sandbox/{id}"))
+        .expect("hex ids make valid paths")
+}
+
+pub struct Service {
+    pub lifecycle: Arc<Lifecycle>,
+    auth: polkit::Authorizer,
+    conn: Connection,
+}
+
+/// Run `fut` to completion in its own task, whatever happens to the caller.
+async fn detached<T: Send + 'static>(
+    fut: impl Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    tokio::spawn(fut)
+        .await
+        .map_err(|e| Error::internal(format!("operation task failed: {e}")))?
+}
+
+impl Service {
+    async fn authorize(&self, hdr: &Header<'_>, verb: &str, id: &str) -> Result<()> {
+        self.auth.check(hdr, verb, &[("sandbox", id)]).await
+    }
+
+    pub async fn create(
+        self: &Arc<Self>,
+        hdr: &Header<'_>,
+        name: String,
+        namespace: String,
+        uid: String,
+        attempt: u32,
+        options: Dict,
+    ) -> Result<(String, OwnedObjectPath), BusError> {
+        self.authorize(hdr, "Create", &format!("{namespace}/{name}"))
+            .await?;
+        let config = options::config_from_options(name, namespace, uid, attempt, &options)?;
+        let this = self.clone();
+        let out = detached(async move {
+            let entry = this.lifecycle.create(config).await?;
+            let path = sandbox_path(&entry.id);
+            let obj = SandboxObject {
+                entry: entry.clone(),
+                service: this.clone(),
+            };
+            this.conn
+                .object_server()
+                .at(&path, obj)
+                .await
+                .map_err(|e| Error::internal(format!("export {path}: {e}")))?;
+            Ok((entry.id.to_string(), path))
+        })
+        .await?;
+        Ok(out)
+    }
+
+    pub async fn start(self: &Arc<Self>, hdr: &Header<'_>, id: &str) -> Result<(), BusError> {
+        self.authorize(hdr, "Start", id).await?;
+        let (this, id) = (self.clone(), id.to_owned());
+        detached(async move { this.lifecycle.start(&id).await.map(drop) }).await?;
+        Ok(())
+    }
+
+    pub async fn stop(self: &Arc<Self>, hdr: &Header<'_>, id: &str) -> Result<(), BusError> {
+        self.authorize(hdr, "Stop", id).await?;
+        let (this, id) = (self.clone(), id.to_owned());
+        detached(async move { this.lifecycle.stop(&id).await.map(drop) }).await?;
+        Ok(())
+    }
+
+    pub async fn remove(self: &Arc<Self>, hdr: &Header<'_>, id: &str) -> Result<(), BusError> {
+        self.authorize(hdr, "Remove", id).await?;
+        let (this, id) = (self.clone(), id.to_owned());
+        detached(async move {
+            let id = this.lifecycle.remove(&id).await?;
+            let path = sandbox_path(&id);
+            if let Err(e) = this
+                .conn
+                .object_server()
+                .remove::<SandboxObject, _>(&path)
+                .await
+            {
+                warn!(sandbox_id = %id, "sandbox {id}: unexport {path}: {e}");
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(())
+    }
+
+    pub fn runtime_status(&self) -> (Vec<(String, bool, String, String)>, Info) {
+        let lc = &self.lifecycle;
+        let rec = lc.recovery_report();
+        let conditions = vec![
+            ("RuntimeReady".to_owned(), true, String::new(), String::new()),
+            (
+                "NetworkReady".to_owned(),
+                true,
+                String::new(),
+                "pods get a private network namespace with loopback; host-network pods share the host's".to_owned(),
+            ),
+        ];
+        let quarantined: Vec<(String, String, String)> = rec
+            .quarantined
+            .iter()
+            .map(|q| {
+                (
+                    q.dir.clone(),
+                    q.moved_to.display().to_string(),
+                    q.reason.clone(),
+                )
+            })
+            .collect();
+        let info: Info = HashMap::from([
+            ("sandboxes".to_owned(), info_value(lc.count() as u32)),
+            (
+                "ready".to_owned(),
+                info_value(lc.count_in(State::Ready) as u32),
+            ),
+            ("recovered".to_owned(), info_value(rec.recovered as u32)),
+            ("recovery_usec".to_owned(), info_value(rec.duration_usec)),
+            ("quarantined".to_owned(), info_value(quarantined)),
+            (
+                "orphans_stopped".to_owned(),
+                info_value(rec.orphans_stopped.clone()),
+            ),
+            (
+                "state_dir".to_owned(),
+                info_value(lc.settings.state_dir.display().to_string()),
+            ),
+        ]);
+        (conditions, info)
+    }
+}
+
+/// Connect to the system bus, recover state, export every object, and only
+/// then take the bus name: a caller never sees a half-recovered daemon.
+pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
+    let bus_err = |e: zbus::Error| Error::internal(format!("connect to the system bus: {e}"));
+    let conn = zbus::connection::Builder::system()
+        .map_err(bus_err)?
+        .build()
+        .await
+        .map_err(bus_err)?;
+    let (unit_tx, mut unit_rx) = mpsc::unbounded_channel();
+    let systemd = Systemd::connect(&conn, unit_tx).await?;
+    let store = Store::open(&settings.state_dir)?;
+    let (event_tx, event_rx) = mpsc::unbounded_channel();
+    let lifecycle = Arc::new(Lifecycle::new(settings, store, systemd, event_tx));
+    lifecycle.recover().await?;
+
+    let service = Arc::new(Service {
+        lifecycle: lifecycle.clone(),
+        auth: polkit::Authorizer::new(&conn),
+        conn: conn.clone(),
+    });
+    let server = conn.object_server();
+    let export = |e: zbus::Error| Error::internal(format!("export objects: {e}"));
+    server
+        .at(MANAGER_PATH, zbus::fdo::ObjectManager)
+        .await
+        .map_err(export)?;
+    server
+        .at(
+            MANAGER_PATH,
+            Manager {
+                service: service.clone(),
+            },
+        )
+        .await
+        .map_err(export)?;
+    for entry in lifecycle.list(&Default::default()) {
+        let entry = lifecycle.get(&entry.id).expect("listed entries exist");
+        let path = sandbox_path(&entry.id);
+        server
+            .at(
+                &path,
+                SandboxObject {
+                    entry,
+                    service: service.clone(),
+                },
+            )
+            .await
+            .map_err(export)?;
+    }
+
+    let lc = lifecycle.clone();
+    tokio::spawn(async move {
+        while let Some(ev) = unit_rx.recv().await {
+            let lc = lc.clone();
+            tokio::spawn(async move { lc.on_unit_event(ev).await });
+        }
+    });
+    tokio::spawn(announce(conn.clone(), lifecycle.clone(), event_rx));
+
+    conn.request_name_with_flags(BUS_NAME, zbus::fdo::RequestNameFlags::DoNotQueue.into())
+        .await
+        .map_err(|e| Error::internal(format!("take bus name {BUS_NAME}: {e}")))?;
+    Ok((conn, service))
+}
+
+/// Turn lifecycle events into D-Bus signals, in order.
+async fn announce(
+    conn: Connection,
+    lifecycle: Arc<Lifecycle>,
+    mut events: mpsc::UnboundedReceiver<Event>,
+) {
+    let manager = SignalEmitter::new(&conn, MANAGER_PATH).expect("valid path");
+    while let Some(ev) = events.recv().await {
+        let r = match &ev {
+            Event::Created(id) => {
+                Manager::sandbox_created(&manager, id.as_str(), sandbox_path(id).as_ref()).await
+            }
+            Event::Removed(id) => {
+                Manager::sandbox_removed(&manager, id.as_str(), sandbox_path(id).as_ref()).await
+            }
+            Event::Changed(id) => changed(&conn, &lifecycle, &manager, id).await,
+        };
+        if let Err(e) = r {
+            warn!("emitting signal for {ev:?} failed: {e}");
+        }
+    }
+}
+
+async fn changed(
+    conn: &Connection,
+    lifecycle: &Lifecycle,
+    manager: &SignalEmitter<'_>,
+    id: &SandboxId,
+) -> zbus::Result<()> {
+    let Some(entry) = lifecycle.get(id) else {
+        return Ok(());
+    };
+    let sb = entry.snapshot();
+    let path = sandbox_path(id);
+    let emitter = SignalEmitter::new(conn, path.as_ref())?;
+    let netns = options::netns_path(&sb);
+    let changed: HashMap<&str, Value<'_>> = HashMap::from([
+        ("State", Value::from(sb.state.as_str())),
+        ("StartedAt", Value::from(sb.started_at)),
+        ("FinishedAt", Value::from(sb.finished_at)),
+        ("InitPid", Value::from(sb.init_pid)),
+        ("NetnsPath", Value::from(netns.as_str())),
+        ("Reason", Value::from(sb.reason.as_str())),
+    ]);
+    zbus::fdo::Properties::properties_changed(
+        &emitter,
+        zbus::names::InterfaceName::from_static_str_unchecked(sandbox::INTERFACE),
+        changed,
+        std::borrow::Cow::Borrowed(&[]),
+    )
+    .await?;
+    Manager::sandbox_state_changed(manager, id.as_str(), path.as_ref(), sb.state.as_str()).await
+}

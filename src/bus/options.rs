@@ -1,0 +1,301 @@
+//! Translation between D-Bus `a{sv}` dictionaries and the domain types:
+//! Create's options in, Status/List dictionaries out. Unknown keys and wrong
+//! variant types are InvalidArgument naming the key.
+
+use crate::domain::{NamespaceMode, NetworkMode, Resources, Sandbox, SandboxConfig};
+use crate::error::{Error, Result};
+use std::collections::{BTreeMap, HashMap};
+use zbus::zvariant::{OwnedValue, Value};
+
+pub type Dict = HashMap<String, OwnedValue>;
+
+fn type_err(key: &str, want: &str, v: &Value<'_>) -> Error {
+    Error::invalid(
+        key,
+        format!(
+            "expected {want}, got a value of type {}",
+            v.value_signature()
+        ),
+    )
+}
+
+/// Unwrap a variant-in-variant (some clients box values twice).
+fn inner<'a>(v: &'a Value<'a>) -> &'a Value<'a> {
+    match v {
+        Value::Value(b) => inner(b),
+        other => other,
+    }
+}
+
+pub fn get_str(key: &str, v: &Value<'_>) -> Result<String> {
+    match inner(v) {
+        Value::Str(s) => Ok(s.to_string()),
+        other => Err(type_err(key, "a string (s)", other)),
+    }
+}
+
+pub fn get_u64(key: &str, v: &Value<'_>) -> Result<u64> {
+    let n: i128 = match inner(v) {
+        Value::U8(n) => (*n).into(),
+        Value::U16(n) => (*n).into(),
+        Value::U32(n) => (*n).into(),
+        Value::U64(n) => (*n).into(),
+        Value::I16(n) => (*n).into(),
+        Value::I32(n) => (*n).into(),
+        Value::I64(n) => (*n).into(),
+        other => return Err(type_err(key, "an integer", other)),
+    };
+    u64::try_from(n).map_err(|_| Error::invalid(key, format!("{n} is negative")))
+}
+
+pub fn get_string_map(key: &str, v: &Value<'_>) -> Result<BTreeMap<String, String>> {
+    match inner(v) {
+        Value::Dict(d) => {
+            let mut out = BTreeMap::new();
+            for (k, val) in d.iter() {
+                let k = match inner(k) {
+                    Value::Str(s) => s.to_string(),
+                    other => return Err(type_err(key, "a string-to-string map (a{ss})", other)),
+                };
+                let val = get_str(&format!("{key}.{k}"), val)?;
+                out.insert(k, val);
+            }
+            Ok(out)
+        }
+        other => Err(type_err(key, "a string-to-string map (a{ss})", other)),
+    }
+}
+
+fn get_dict<'a>(key: &str, v: &'a Value<'a>) -> Result<Vec<(String, &'a Value<'a>)>> {
+    match inner(v) {
+        Value::Dict(d) => d
+            .iter()
+            .map(|(k, val)| match inner(k) {
+                Value::Str(s) => Ok((s.to_string(), val)),
+                other => Err(type_err(key, "a dictionary (a{sv})", other)),
+            })
+            .collect(),
+        other => Err(type_err(key, "a dictionary (a{sv})", other)),
+    }
+}
+
+fn get_resources(key: &str, v: &Value<'_>) -> Result<Resources> {
+    let mut r = Resources::default();
+    for (k, val) in get_dict(key, v)? {
+        let field = format!("{key}.{k}");
+        match k.as_str() {
+            "cpu_period" => r.cpu_period = get_u64(&field, val)?,
+            // CRI sends -1 or 0 for "no quota".
+            "cpu_quota" => {
+                r.cpu_quota = match inner(val) {
+                    Value::I64(n) if *n < 0 => 0,
+                    Value::I32(n) if *n < 0 => 0,
+                    _ => get_u64(&field, val)?,
+                }
+            }
+            "cpu_shares" => r.cpu_shares = get_u64(&field, val)?,
+            "memory_limit_in_bytes" => r.memory_limit_in_bytes = get_u64(&field, val)?,
+            "pids_limit" => r.pids_limit = get_u64(&field, val)?,
+            _ => return Err(Error::invalid(&field, "unknown resource key")),
+        }
+    }
+    Ok(r)
+}
+
+/// Build a config from Create's arguments. Semantic validation is
+/// `SandboxConfig::validate`'s job; this checks keys and types.
+pub fn config_from_options(
+    name: String,
+    namespace: String,
+    uid: String,
+    attempt: u32,
+    options: &Dict,
+) -> Result<SandboxConfig> {
+    let mut c = SandboxConfig {
+        name,
+        namespace,
+        uid,
+        attempt,
+        ..Default::default()
+    };
+    let mut keys: Vec<&String> = options.keys().collect();
+    keys.sort();
+    for key in keys {
+        let v: &Value<'_> = &options[key];
+        match key.as_str() {
+            "hostname" => c.hostname = get_str(key, v)?,
+            "log_directory" => c.log_directory = get_str(key, v)?,
+            "labels" => c.labels = get_string_map(key, v)?,
+            "annotations" => c.annotations = get_string_map(key, v)?,
+            "network" => c.network = NetworkMode::parse(&get_str(key, v)?)?,
+            "pid_namespace" => c.pid_namespace = NamespaceMode::parse(key, &get_str(key, v)?)?,
+            "ipc_namespace" => c.ipc_namespace = NamespaceMode::parse(key, &get_str(key, v)?)?,
+            "runtime_handler" => c.runtime_handler = get_str(key, v)?,
+            "cgroup_parent" => c.cgroup_parent = get_str(key, v)?,
+            "resources" => c.resources = get_resources(key, v)?,
+            "overhead" => c.overhead = get_resources(key, v)?,
+            _ => {
+                return Err(Error::invalid(
+                    key,
+                    "unknown option (known: hostname, log_directory, labels, annotations, network, \
+                     pid_namespace, ipc_namespace, runtime_handler, cgroup_parent, resources, overhead)",
+                ))
+            }
+        }
+    }
+    Ok(c)
+}
+
+fn ov<'a>(v: impl Into<Value<'a>>) -> OwnedValue {
+    v.into().try_to_owned().expect("plain values have no fds")
+}
+
+fn resources_dict(r: &Resources) -> HashMap<String, OwnedValue> {
+    HashMap::from([
+        ("cpu_period".to_owned(), ov(r.cpu_period)),
+        ("cpu_quota".to_owned(), ov(r.cpu_quota)),
+        ("cpu_shares".to_owned(), ov(r.cpu_shares)),
+        (
+            "memory_limit_in_bytes".to_owned(),
+            ov(r.memory_limit_in_bytes),
+        ),
+        ("pids_limit".to_owned(), ov(r.pids_limit)),
+    ])
+}
+
+pub fn netns_path(sb: &Sandbox) -> String {
+    if sb.config.network == NetworkMode::Pod && sb.init_pid > 0 {
+        format!("/proc/{}/ns/net", sb.init_pid)
+    } else {
+        String::new()
+    }
+}
+
+/// The full status of a sandbox, as Status returns it and List lists it.
+pub fn status_dict(sb: &Sandbox) -> Dict {
+    let c = &sb.config;
+    let mut d: Dict = HashMap::with_capacity(28);
+    let mut put = |k: &str, v: OwnedValue| {
+        d.insert(k.to_owned(), v);
+    };
+    put("id", ov(sb.id.as_str()));
+    put("name", ov(c.name.as_str()));
+    put("namespace", ov(c.namespace.as_str()));
+    put("uid", ov(c.uid.as_str()));
+    put("attempt", ov(c.attempt));
+    put("state", ov(sb.state.as_str()));
+    put("created_at", ov(sb.created_at));
+    put("started_at", ov(sb.started_at));
+    put("finished_at", ov(sb.finished_at));
+    put("unit", ov(sb.unit()));
+    put("slice", ov(sb.slice.as_str()));
+    put("hostname", ov(c.hostname.as_str()));
+    put("log_directory", ov(c.log_directory.as_str()));
+    put(
+        "labels",
+        ov(c.labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect::<HashMap<_, _>>()),
+    );
+    put(
+        "annotations",
+        ov(c.annotations
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect::<HashMap<_, _>>()),
+    );
+    put("runtime_handler", ov(c.runtime_handler.as_str()));
+    put("network", ov(c.network.as_str()));
+    put("pid_namespace", ov(c.pid_namespace.as_str()));
+    put("ipc_namespace", ov(c.ipc_namespace.as_str()));
+    put("cgroup_parent", ov(c.cgroup_parent.as_str()));
+    put("netns_path", ov(netns_path(sb)));
+    put("ips", ov(Vec::<String>::new()));
+    put("init_pid", ov(sb.init_pid));
+    put("reason", ov(sb.reason.as_str()));
+    put("resources", ov(resources_dict(&c.resources)));
+    put("overhead", ov(resources_dict(&c.overhead)));
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    fn opts(pairs: Vec<(&str, Value<'static>)>) -> Dict {
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), ov(v)))
+            .collect()
+    }
+
+    fn parse(o: &Dict) -> Result<SandboxConfig> {
+        config_from_options("n".into(), "ns".into(), "u".into(), 1, o)
+    }
+
+    #[test]
+    fn full_options_parse() {
+        let labels: HashMap<&str, &str> = [("app", "web")].into();
+        let res: HashMap<&str, Value> = [
+            ("cpu_quota", Value::I64(50_000)),
+            ("cpu_period", Value::I64(100_000)),
+            ("memory_limit_in_bytes", Value::U64(1 << 28)),
+        ]
+        .into();
+        let o = opts(vec![
+            ("hostname", "h".into()),
+            ("labels", labels.into()),
+            ("network", "host".into()),
+            ("pid_namespace", "pod".into()),
+            ("cgroup_parent", "/kubepods/pod1".into()),
+            ("resources", res.into()),
+        ]);
+        let c = parse(&o).unwrap();
+        assert_eq!(c.hostname, "h");
+        assert_eq!(c.labels["app"], "web");
+        assert_eq!(c.network, NetworkMode::Host);
+        assert_eq!(c.pid_namespace, NamespaceMode::Pod);
+        assert_eq!(c.resources.cpu_quota, 50_000);
+        assert_eq!(c.resources.memory_limit_in_bytes, 1 << 28);
+        assert_eq!(c.attempt, 1);
+    }
+
+    #[test]
+    fn unknown_keys_and_wrong_types_are_named() {
+        for (o, field) in [
+            (opts(vec![("hostnme", "h".into())]), "hostnme"),
+            (opts(vec![("hostname", Value::U32(3))]), "hostname"),
+            (opts(vec![("labels", "x".into())]), "labels"),
+            (
+                opts(vec![(
+                    "resources",
+                    HashMap::from([("cpu_sharez", Value::U64(2))]).into(),
+                )]),
+                "resources.cpu_sharez",
+            ),
+            (
+                opts(vec![(
+                    "resources",
+                    HashMap::from([("cpu_shares", Value::I64(-5))]).into(),
+                )]),
+                "resources.cpu_shares",
+            ),
+            (opts(vec![("network", "bridge".into())]), "network"),
+        ] {
+            let e = parse(&o).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+            assert!(e.to_string().starts_with(&format!("{field}:")), "{e}");
+        }
+    }
+
+    #[test]
+    fn negative_quota_means_unlimited() {
+        let o = opts(vec![(
+            "resources",
+            HashMap::from([("cpu_quota", Value::I64(-1))]).into(),
+        )]);
+        assert_eq!(parse(&o).unwrap().resources.cpu_quota, 0);
+    }
+}

@@ -1,0 +1,85 @@
+//! Authorization of mutating calls: root is always allowed; anyone else
+//! needs polkit's `org.podscope.Sandbox1.manage`. Reading is open to all.
+
+use crate::error::{Error, Result};
+use enumflags2::BitFlags;
+use std::collections::HashMap;
+use tokio::sync::OnceCell;
+use zbus::message::{Flags, Header};
+use zbus::Connection;
+use zbus_polkit::policykit1::{AuthorityProxy, CheckAuthorizationFlags, Subject};
+
+pub const ACTION_MANAGE: &str = "org.podscope.Sandbox1.manage";
+
+pub struct Authorizer {
+    conn: Connection,
+    dbus: OnceCell<zbus::fdo::DBusProxy<'static>>,
+    authority: OnceCell<AuthorityProxy<'static>>,
+}
+
+impl Authorizer {
+    pub fn new(conn: &Connection) -> Self {
+        Authorizer {
+            conn: conn.clone(),
+            dbus: OnceCell::new(),
+            authority: OnceCell::new(),
+        }
+    }
+
+    async fn caller_uid(&self, header: &Header<'_>) -> Result<u32> {
+        let sender = header
+            .sender()
+            .ok_or_else(|| Error::access_denied("the call has no sender"))?;
+        let dbus = self
+            .dbus
+            .get_or_try_init(|| zbus::fdo::DBusProxy::new(&self.conn))
+            .await
+            .map_err(|e| Error::internal(format!("connect to the bus driver: {e}")))?;
+        dbus.get_connection_unix_user(sender.clone().into())
+            .await
+            .map_err(|e| Error::access_denied(format!("cannot identify caller {sender}: {e}")))
+    }
+
+    /// Allow or deny `action` for the caller of the message with `header`.
+    /// `details` (sandbox id, name) are shown to an authentication agent.
+    pub async fn check(
+        &self,
+        header: &Header<'_>,
+        verb: &str,
+        details: &[(&str, &str)],
+    ) -> Result<()> {
+        let uid = self.caller_uid(header).await?;
+        if uid == 0 {
+            return Ok(());
+        }
+        let deny =
+            |why: String| Error::access_denied(format!("{verb} denied for uid {uid}: {why}"));
+        let subject = Subject::new_for_message_header(header)
+            .map_err(|e| deny(format!("no polkit subject: {e}")))?;
+        let authority = self
+            .authority
+            .get_or_try_init(|| AuthorityProxy::new(&self.conn))
+            .await
+            .map_err(|e| deny(format!("polkit is unavailable: {e}")))?;
+        let mut flags = BitFlags::empty();
+        if header
+            .primary()
+            .flags()
+            .contains(Flags::AllowInteractiveAuth)
+        {
+            flags |= CheckAuthorizationFlags::AllowUserInteraction;
+        }
+        let details: HashMap<&str, &str> = details.iter().copied().collect();
+        let result = authority
+            .check_authorization(&subject, ACTION_MANAGE, &details, flags, "")
+            .await
+            .map_err(|e| deny(format!("polkit is unavailable: {e}")))?;
+        if result.is_authorized {
+            Ok(())
+        } else if result.is_challenge {
+            Err(deny(format!("{ACTION_MANAGE} requires authentication (call with interactive authorization allowed)")))
+        } else {
+            Err(deny(format!("not authorized for {ACTION_MANAGE}")))
+        }
+    }
+}

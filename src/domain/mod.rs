@@ -1,0 +1,16 @@
+//! Pure domain logic: ids, validated sandbox configuration, the state
+//! machine, cgroup-parent to slice mapping and resource conversion. Nothing
+//! here touches the system, so all of it is unit-tested without root.
+
+pub mod config;
+pub mod id;
+pub mod resources;
+pub mod sandbox;
+pub mod slice;
+pub mod state;
+
+pub use config::{NamespaceMode, NetworkMode, PodKey, SandboxConfig};
+pub use id::SandboxId;
+pub use resources::Resources;
+pub use sandbox::Sandbox;
+pub use state::State;

@@ -1,0 +1,64 @@
+//! The sandbox record: configuration plus everything the daemon learned
+//! while running it. This is what a checkpoint holds.
+
+use super::config::SandboxConfig;
+use super::id::SandboxId;
+use super::state::State;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sandbox {
+    pub id: SandboxId,
+    pub config: SandboxConfig,
+    pub state: State,
+    /// µs since the epoch.
+    pub created_at: u64,
+    pub started_at: u64,
+    pub finished_at: u64,
+    /// The slice the scope is (or will be) in.
+    pub slice: String,
+    /// Host PID of the pod's podscope-init while Ready, else 0.
+    pub init_pid: u32,
+    /// Why the sandbox stopped, when it was not asked to (e.g. "scope stopped
+    /// outside podscope").
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl Sandbox {
+    pub fn unit(&self) -> String {
+        scope_unit_name(&self.id)
+    }
+}
+
+pub fn scope_unit_name(id: &SandboxId) -> String {
+    format!("podscope-{id}.scope")
+}
+
+/// Parse `podscope-<id>.scope` back into an id.
+pub fn id_from_scope_unit(unit: &str) -> Option<SandboxId> {
+    let id = unit.strip_prefix("podscope-")?.strip_suffix(".scope")?;
+    SandboxId::parse(id).ok()
+}
+
+pub fn now_usec() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_names_round_trip() {
+        let id = SandboxId::random();
+        let unit = scope_unit_name(&id);
+        assert!(unit.starts_with("podscope-") && unit.ends_with(".scope"));
+        assert_eq!(id_from_scope_unit(&unit), Some(id));
+        assert_eq!(id_from_scope_unit("podscope.slice"), None);
+        assert_eq!(id_from_scope_unit("podscope-abc.scope"), None);
+    }
+}

@@ -1,0 +1,164 @@
+//! Map a pod's `cgroup_parent` to the systemd slice its scope goes in.
+//!
+//! kubelet sends either a systemd slice name (systemd cgroup driver, e.g.
+//! `kubepods-besteffort-pod<uid>.slice`, sometimes as a full path of slices)
+//! or a cgroupfs path (cgroupfs driver, e.g. `/kubepods/besteffort/pod<uid>`).
+//! The cgroupfs form maps the way kubelet's own systemd driver names it:
+//! each component with `-` replaced by `_`, joined by `-`, plus `.slice`.
+
+use crate::error::{Error, Result};
+
+const FIELD: &str = "cgroup_parent";
+/// systemd's limit on unit names.
+const UNIT_NAME_MAX: usize = 255;
+
+/// The slice for a pod; `default_slice` when no parent is given.
+pub fn slice_for_cgroup_parent(parent: &str, default_slice: &str) -> Result<String> {
+    if parent.is_empty() {
+        return Ok(default_slice.to_owned());
+    }
+    if parent.contains('\0') || parent.chars().any(char::is_control) {
+        return Err(Error::invalid(FIELD, "contains control characters"));
+    }
+    let last = parent.rsplit('/').find(|c| !c.is_empty()).unwrap_or("");
+    if last.ends_with(".slice") {
+        // A slice name, or a path of slices whose last one is the parent.
+        validate_slice_name(last)?;
+        return Ok(last.to_owned());
+    }
+    if !parent.starts_with('/') {
+        return Err(Error::invalid(
+            FIELD,
+            format!("{parent:?} is neither a systemd slice name (*.slice) nor an absolute cgroupfs path"),
+        ));
+    }
+    let components: Vec<&str> = parent.split('/').filter(|c| !c.is_empty()).collect();
+    if components.is_empty() {
+        return Err(Error::invalid(
+            FIELD,
+            "the root cgroup cannot be a pod's parent",
+        ));
+    }
+    let mut name = String::new();
+    for c in components {
+        if c == "." || c == ".." {
+            return Err(Error::invalid(FIELD, format!("{parent:?} contains {c:?}")));
+        }
+        if !c
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+        {
+            return Err(Error::invalid(
+                FIELD,
+                format!("component {c:?} of {parent:?} has characters a slice name cannot hold"),
+            ));
+        }
+        if !name.is_empty() {
+            name.push('-');
+        }
+        name.push_str(&c.replace('-', "_"));
+    }
+    name.push_str(".slice");
+    validate_slice_name(&name)?;
+    Ok(name)
+}
+
+/// A valid, non-root systemd slice name: `[A-Za-z0-9:_.\-]+.slice` with
+/// dashes only as hierarchy separators.
+pub fn validate_slice_name(name: &str) -> Result<()> {
+    let Some(stem) = name.strip_suffix(".slice") else {
+        return Err(Error::invalid(
+            FIELD,
+            format!("{name:?} does not end in .slice"),
+        ));
+    };
+    if name.len() > UNIT_NAME_MAX {
+        return Err(Error::invalid(
+            FIELD,
+            format!(
+                "slice name is {} characters, more than {UNIT_NAME_MAX}",
+                name.len()
+            ),
+        ));
+    }
+    if stem.is_empty() || stem == "-" {
+        return Err(Error::invalid(
+            FIELD,
+            "the root slice cannot be a pod's parent",
+        ));
+    }
+    if !stem
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':' | b'\\'))
+    {
+        return Err(Error::invalid(
+            FIELD,
+            format!("{name:?} has characters not allowed in a unit name"),
+        ));
+    }
+    if stem.starts_with('-') || stem.ends_with('-') || stem.contains("--") {
+        return Err(Error::invalid(
+            FIELD,
+            format!("{name:?} has a misplaced '-' (dashes separate slice levels)"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    const D: &str = "podscope.slice";
+
+    #[test]
+    fn empty_is_default() {
+        assert_eq!(slice_for_cgroup_parent("", D).unwrap(), D);
+    }
+
+    #[test]
+    fn systemd_names_pass_through() {
+        let s = "kubepods-besteffort-pod0c8a3f3e_1b2c_4d5e_8f90_a1b2c3d4e5f6.slice";
+        assert_eq!(slice_for_cgroup_parent(s, D).unwrap(), s);
+        let path = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podabc.slice";
+        assert_eq!(
+            slice_for_cgroup_parent(path, D).unwrap(),
+            "kubepods-burstable-podabc.slice"
+        );
+    }
+
+    #[test]
+    fn cgroupfs_paths_map_like_kubelet() {
+        assert_eq!(
+            slice_for_cgroup_parent("/kubepods/besteffort/pod0c8a3f3e-1b2c-4d5e", D).unwrap(),
+            "kubepods-besteffort-pod0c8a3f3e_1b2c_4d5e.slice"
+        );
+        assert_eq!(
+            slice_for_cgroup_parent("/kubepods/podabc/", D).unwrap(),
+            "kubepods-podabc.slice"
+        );
+    }
+
+    #[test]
+    fn bad_parents_are_named_errors() {
+        for bad in [
+            "/",
+            "kubepods",
+            "/kubepods/../etc",
+            "/kube pods",
+            "-.slice",
+            "a--b.slice",
+            "-a.slice",
+            "a-.slice",
+            "bad$name.slice",
+            "/x\n",
+        ] {
+            let e = slice_for_cgroup_parent(bad, D).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{bad:?}");
+            assert!(e.to_string().starts_with("cgroup_parent: "), "{e}");
+        }
+        let long = format!("/{}", "a".repeat(300));
+        assert!(slice_for_cgroup_parent(&long, D).is_err());
+    }
+}

@@ -1,0 +1,161 @@
+//! The daemon's error type: a small set of kinds that map one-to-one onto the
+//! public D-Bus error names, plus context wrapping so a message says which
+//! sandbox, which step and why (netavark style).
+
+use std::fmt;
+
+/// What went wrong, as callers need to distinguish it. Each kind has a fixed
+/// D-Bus name (see `bus::errors`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    NotFound,
+    AlreadyExists,
+    InvalidArgument,
+    InvalidState,
+    NetworkFailed,
+    SystemdFailed,
+    Timeout,
+    Internal,
+    AccessDenied,
+}
+
+#[derive(Debug)]
+pub enum Error {
+    /// A leaf error: kind plus a human message.
+    Plain { kind: ErrorKind, message: String },
+    /// An I/O failure; always `Internal` to callers.
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    /// `context: source`, keeping the source's kind.
+    Context { context: String, source: Box<Error> },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error::Plain {
+            kind,
+            message: message.into(),
+        }
+    }
+    pub fn not_found(m: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotFound, m)
+    }
+    pub fn already_exists(m: impl Into<String>) -> Self {
+        Self::new(ErrorKind::AlreadyExists, m)
+    }
+    /// An invalid argument always names the offending field first.
+    pub fn invalid(field: &str, reason: impl fmt::Display) -> Self {
+        Self::new(ErrorKind::InvalidArgument, format!("{field}: {reason}"))
+    }
+    pub fn invalid_state(m: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidState, m)
+    }
+    pub fn systemd(m: impl Into<String>) -> Self {
+        Self::new(ErrorKind::SystemdFailed, m)
+    }
+    pub fn timeout(m: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Timeout, m)
+    }
+    pub fn internal(m: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, m)
+    }
+    pub fn access_denied(m: impl Into<String>) -> Self {
+        Self::new(ErrorKind::AccessDenied, m)
+    }
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Plain { kind, .. } => *kind,
+            Error::Io { .. } => ErrorKind::Internal,
+            Error::Context { source, .. } => source.kind(),
+        }
+    }
+
+    /// Wrap with a context prefix (`"sandbox 1a2b…: start scope"`).
+    pub fn context(self, context: impl Into<String>) -> Self {
+        Error::Context {
+            context: context.into(),
+            source: Box::new(self),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Plain { message, .. } => f.write_str(message),
+            Error::Io { context, source } => write!(f, "{context}: {source}"),
+            Error::Context { context, source } => write!(f, "{context}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            Error::Context { source, .. } => Some(source.as_ref()),
+            Error::Plain { .. } => None,
+        }
+    }
+}
+
+/// `.context("…")` on any `Result<_, Error>`.
+pub trait ResultExt<T> {
+    fn context(self, context: impl Into<String>) -> Result<T>;
+    fn with_context<S: Into<String>>(self, f: impl FnOnce() -> S) -> Result<T>;
+}
+
+impl<T> ResultExt<T> for Result<T> {
+    fn context(self, context: impl Into<String>) -> Result<T> {
+        self.map_err(|e| e.context(context))
+    }
+    fn with_context<S: Into<String>>(self, f: impl FnOnce() -> S) -> Result<T> {
+        self.map_err(|e| e.context(f()))
+    }
+}
+
+/// `.io_context("…")` on I/O results.
+pub trait IoResultExt<T> {
+    fn io_context(self, context: impl Into<String>) -> Result<T>;
+}
+
+impl<T> IoResultExt<T> for std::io::Result<T> {
+    fn io_context(self, context: impl Into<String>) -> Result<T> {
+        self.map_err(|e| Error::io(context, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_keeps_kind_and_chains_message() {
+        let e = Error::not_found("no such sandbox abc")
+            .context("status")
+            .context("bus");
+        assert_eq!(e.kind(), ErrorKind::NotFound);
+        assert_eq!(e.to_string(), "bus: status: no such sandbox abc");
+    }
+
+    #[test]
+    fn io_errors_are_internal() {
+        let e = Error::io(
+            "write checkpoint",
+            std::io::Error::from_raw_os_error(libc::ENOSPC),
+        );
+        assert_eq!(e.kind(), ErrorKind::Internal);
+        assert!(e.to_string().starts_with("write checkpoint: "));
+    }
+}

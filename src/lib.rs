@@ -1,0 +1,16 @@
+//! podscope: Kubernetes pod sandboxes as transient systemd scopes behind a
+//! D-Bus service. See docs/ARCHITECTURE.md for the map.
+
+pub mod bus;
+pub mod client;
+pub mod domain;
+pub mod error;
+pub mod init_spawn;
+pub mod lifecycle;
+pub mod logging;
+pub mod registry;
+pub mod settings;
+pub mod store;
+pub mod systemd;
+
+pub use error::{Error, ErrorKind, Result};

@@ -1,0 +1,515 @@
+//! The sandbox lifecycle: Create, Start, Stop, Remove, recovery at daemon
+//! start and reconciliation with what systemd reports.
+//!
+//! Rules that hold everywhere here:
+//! - a checkpoint is written before any success is reported, so a daemon
+//!   killed at any moment loses nothing that a caller was told exists;
+//! - a scope is only ever created for a sandbox with a checkpoint;
+//! - a failing step undoes exactly the steps before it;
+//! - callers run these in spawned tasks (see `bus`), so a caller hanging up
+//!   never cancels a step or its cleanup half way.
+
+use crate::domain::sandbox::{id_from_scope_unit, now_usec};
+use crate::domain::{slice, Sandbox, SandboxConfig, SandboxId, State};
+use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::init_spawn;
+use crate::registry::{Entry, Registry};
+use crate::settings::Settings;
+use crate::store::{Quarantined, Store};
+use crate::systemd::{Prop, Systemd, UnitEvent};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+/// What changed, for the bus layer to announce.
+#[derive(Debug, Clone)]
+pub enum Event {
+    Created(SandboxId),
+    Changed(SandboxId),
+    Removed(SandboxId),
+}
+
+/// Filters for `list`; all given ones must match.
+#[derive(Debug, Default, Clone)]
+pub struct ListFilter {
+    pub id_prefix: Option<String>,
+    pub state: Option<State>,
+    pub labels: BTreeMap<String, String>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+}
+
+impl ListFilter {
+    pub fn matches(&self, sb: &Sandbox) -> bool {
+        self.id_prefix
+            .as_ref()
+            .is_none_or(|p| sb.id.as_str().starts_with(p.as_str()))
+            && self.state.is_none_or(|s| s == sb.state)
+            && self
+                .namespace
+                .as_ref()
+                .is_none_or(|n| *n == sb.config.namespace)
+            && self.name.as_ref().is_none_or(|n| *n == sb.config.name)
+            && self
+                .labels
+                .iter()
+                .all(|(k, v)| sb.config.labels.get(k) == Some(v))
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct RecoveryReport {
+    pub recovered: usize,
+    pub quarantined: Vec<Quarantined>,
+    pub incomplete: usize,
+    pub orphans_stopped: Vec<String>,
+    pub duration_usec: u64,
+}
+
+pub struct Lifecycle {
+    pub settings: Settings,
+    store: Store,
+    systemd: Systemd,
+    registry: Registry,
+    events: mpsc::UnboundedSender<Event>,
+    recovery: Mutex<RecoveryReport>,
+}
+
+fn is_active(state: &str) -> bool {
+    matches!(state, "active" | "activating" | "reloading")
+}
+
+impl Lifecycle {
+    pub fn new(
+        settings: Settings,
+        store: Store,
+        systemd: Systemd,
+        events: mpsc::UnboundedSender<Event>,
+    ) -> Self {
+        Lifecycle {
+            settings,
+            store,
+            systemd,
+            registry: Registry::default(),
+            events,
+            recovery: Mutex::new(RecoveryReport::default()),
+        }
+    }
+
+    fn emit(&self, ev: Event) {
+        let _ = self.events.send(ev);
+    }
+
+    pub fn resolve(&self, id: &str) -> Result<Arc<Entry>> {
+        self.registry.resolve(id)
+    }
+
+    pub fn get(&self, id: &SandboxId) -> Option<Arc<Entry>> {
+        self.registry.get(id)
+    }
+
+    pub fn count(&self) -> usize {
+        self.registry.len()
+    }
+
+    pub fn recovery_report(&self) -> RecoveryReport {
+        self.recovery.lock().unwrap().clone()
+    }
+
+    pub fn list(&self, filter: &ListFilter) -> Vec<Sandbox> {
+        self.registry
+            .entries()
+            .into_iter()
+            .filter_map(|e| e.with(|s| filter.matches(s).then(|| s.clone())))
+            .collect()
+    }
+
+    pub fn count_in(&self, state: State) -> usize {
+        self.registry
+            .entries()
+            .iter()
+            .filter(|e| e.with(|s| s.state == state))
+            .count()
+    }
+
+    fn persist(&self, entry: &Entry, sandbox: Sandbox) -> Result<()> {
+        self.store.save(&sandbox)?;
+        entry.replace(sandbox);
+        Ok(())
+    }
+
+    /// Validate, reserve the name, persist: the sandbox is Created.
+    pub async fn create(&self, config: SandboxConfig) -> Result<Arc<Entry>> {
+        let t0 = Instant::now();
+        config.validate()?;
+        if !self.settings.handler_known(&config.runtime_handler) {
+            return Err(Error::invalid(
+                "runtime_handler",
+                format!(
+                    "unknown runtime handler {:?} (configured: {:?})",
+                    config.runtime_handler, self.settings.runtime_handlers
+                ),
+            ));
+        }
+        let slice =
+            slice::slice_for_cgroup_parent(&config.cgroup_parent, &self.settings.default_slice)?;
+        let key = config.key();
+        self.registry.reserve(&key)?;
+        let sandbox = Sandbox {
+            id: SandboxId::random(),
+            config,
+            state: State::Created,
+            created_at: now_usec(),
+            started_at: 0,
+            finished_at: 0,
+            slice,
+            init_pid: 0,
+            reason: String::new(),
+        };
+        let id = sandbox.id.clone();
+        if let Err(e) = self.store.save(&sandbox) {
+            self.registry.release(&key);
+            let _ = self.store.delete(&id);
+            return Err(e.context(format!("create sandbox {}/{}", key.namespace, key.name)));
+        }
+        let entry = Entry::new(sandbox);
+        self.registry.insert(entry.clone());
+        info!(sandbox_id = %id, pod = %format!("{}/{}", key.namespace, key.name),
+              elapsed_us = t0.elapsed().as_micros() as u64, "sandbox {id} created");
+        self.emit(Event::Created(id));
+        Ok(entry)
+    }
+
+    /// Spawn the init and put it in a new transient scope: Ready.
+    pub async fn start(&self, id: &str) -> Result<Arc<Entry>> {
+        let entry = self.resolve(id)?;
+        let _op = entry.op.lock().await;
+        if entry.is_removed() {
+            return Err(Error::not_found(format!("no sandbox with id {id}")));
+        }
+        let sb = entry.snapshot();
+        let ctx = |step: &str| format!("sandbox {}: start: {step}", sb.id);
+        match sb.state {
+            State::Ready => return Ok(entry.clone()),
+            State::NotReady => {
+                return Err(Error::invalid_state(format!(
+                    "sandbox {} is stopped; a stopped sandbox cannot be started again (create a new attempt)",
+                    sb.id
+                )))
+            }
+            State::Created => {}
+        }
+        let t0 = Instant::now();
+        let unit = sb.unit();
+        let pid =
+            init_spawn::spawn_init(&self.settings.init_path, &sb, self.settings.start_timeout())
+                .await
+                .with_context(|| ctx("spawn podscope-init"))?;
+        let t_init = t0.elapsed();
+        let props = self.scope_properties(&sb, pid);
+        if let Err(e) = self
+            .systemd
+            .start_transient(&unit, props, self.settings.start_timeout())
+            .await
+        {
+            // Undo: the init is ours alone until the scope holds it.
+            kill_pid(pid);
+            let _ = self
+                .systemd
+                .stop_unit(&unit, self.settings.stop_timeout())
+                .await;
+            return Err(e.context(ctx("create scope")));
+        }
+        let t_scope = t0.elapsed();
+        let mut next = sb.clone();
+        next.state = State::Ready;
+        next.started_at = now_usec();
+        next.init_pid = pid;
+        if let Err(e) = self.persist(&entry, next) {
+            let _ = self
+                .systemd
+                .stop_unit(&unit, self.settings.stop_timeout())
+                .await;
+            return Err(e.context(ctx("save checkpoint")));
+        }
+        info!(sandbox_id = %sb.id, unit = %unit, init_pid = pid,
+              init_us = t_init.as_micros() as u64,
+              scope_us = (t_scope - t_init).as_micros() as u64,
+              total_us = t0.elapsed().as_micros() as u64, "sandbox {} started in {unit}", sb.id);
+        self.emit(Event::Changed(sb.id.clone()));
+        Ok(entry.clone())
+    }
+
+    fn scope_properties(&self, sb: &Sandbox, pid: u32) -> Vec<(&'static str, Prop)> {
+        let c = &sb.config;
+        let mut props = vec![
+            ("PIDs", Prop::Pids(vec![pid])),
+            ("Slice", Prop::Str(sb.slice.clone())),
+            (
+                "Description",
+                Prop::Str(format!(
+                    "podscope pod {}/{} ({})",
+                    c.namespace,
+                    c.name,
+                    sb.id.short()
+                )),
+            ),
+            ("Delegate", Prop::Bool(true)),
+            ("CollectMode", Prop::Str("inactive-or-failed".into())),
+            ("CPUAccounting", Prop::Bool(true)),
+            ("MemoryAccounting", Prop::Bool(true)),
+            ("TasksAccounting", Prop::Bool(true)),
+            (
+                "TimeoutStopUSec",
+                Prop::U64(self.settings.stop_timeout_ms * 1000),
+            ),
+        ];
+        for (k, v) in crate::domain::resources::scope_properties(&c.resources, &c.overhead) {
+            props.push((k, Prop::U64(v)));
+        }
+        props
+    }
+
+    /// Stop the scope: NotReady. Idempotent.
+    pub async fn stop(&self, id: &str) -> Result<Arc<Entry>> {
+        let entry = self.resolve(id)?;
+        let _op = entry.op.lock().await;
+        if entry.is_removed() {
+            return Err(Error::not_found(format!("no sandbox with id {id}")));
+        }
+        self.stop_locked(&entry, "").await?;
+        Ok(entry.clone())
+    }
+
+    async fn stop_locked(&self, entry: &Entry, reason: &str) -> Result<()> {
+        let sb = entry.snapshot();
+        if sb.state == State::NotReady {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        let unit = sb.unit();
+        if sb.state == State::Ready {
+            self.stop_scope(&sb.id, &unit).await?;
+        }
+        let mut next = sb.clone();
+        next.state = State::NotReady;
+        next.finished_at = now_usec();
+        next.init_pid = 0;
+        next.reason = reason.to_owned();
+        self.persist(entry, next)
+            .with_context(|| format!("sandbox {}: stop: save checkpoint", sb.id))?;
+        info!(sandbox_id = %sb.id, unit = %unit, elapsed_us = t0.elapsed().as_micros() as u64, "sandbox {} stopped", sb.id);
+        self.emit(Event::Changed(sb.id.clone()));
+        Ok(())
+    }
+
+    /// Stop a scope; past the timeout, SIGKILL everything in it and wait once more.
+    async fn stop_scope(&self, id: &SandboxId, unit: &str) -> Result<()> {
+        match self
+            .systemd
+            .stop_unit(unit, self.settings.stop_timeout())
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::Timeout => {
+                warn!(sandbox_id = %id, unit = %unit, "sandbox {id}: {unit} did not stop in time; killing it");
+                self.systemd.kill_unit(unit, libc::SIGKILL).await?;
+                self.systemd
+                    .stop_unit(unit, self.settings.stop_timeout())
+                    .await
+                    .with_context(|| format!("sandbox {id}: stop scope after SIGKILL"))
+            }
+            Err(e) => Err(e.context(format!("sandbox {id}: stop scope"))),
+        }
+    }
+
+    /// Stop if needed, then delete all state. Unknown ids are NotFound.
+    pub async fn remove(&self, id: &str) -> Result<SandboxId> {
+        let entry = self.resolve(id)?;
+        let _op = entry.op.lock().await;
+        if entry.is_removed() {
+            return Err(Error::not_found(format!("no sandbox with id {id}")));
+        }
+        self.stop_locked(&entry, "").await?;
+        let id = entry.id.clone();
+        self.store
+            .delete(&id)
+            .with_context(|| format!("sandbox {id}: remove: delete state"))?;
+        entry.mark_removed();
+        self.registry.remove(&id);
+        info!(sandbox_id = %id, "sandbox {id} removed");
+        self.emit(Event::Removed(id.clone()));
+        Ok(id)
+    }
+
+    /// Load checkpoints and reconcile them with systemd. Called once, before
+    /// the bus name is taken.
+    pub async fn recover(&self) -> Result<RecoveryReport> {
+        let t0 = Instant::now();
+        let recovered = self.store.recover()?;
+        for q in &recovered.quarantined {
+            tracing::error!(sandbox_dir = %q.dir, moved_to = %q.moved_to.display(), reason = %q.reason,
+                            "corrupt checkpoint of {} quarantined to {}: {}", q.dir, q.moved_to.display(), q.reason);
+        }
+        let units = self.systemd.list_units("podscope-*.scope").await?;
+        let mut report = RecoveryReport {
+            recovered: recovered.sandboxes.len(),
+            quarantined: recovered.quarantined.clone(),
+            incomplete: recovered.incomplete.len(),
+            ..Default::default()
+        };
+        let mut known = std::collections::HashSet::new();
+        for mut sb in recovered.sandboxes {
+            let unit = sb.unit();
+            known.insert(unit.clone());
+            let alive = units.get(&unit).is_some_and(|s| is_active(s));
+            match (sb.state, alive) {
+                (State::Ready, true) | (State::NotReady, false) | (State::Created, false) => {}
+                (State::Ready, false) => {
+                    sb.state = State::NotReady;
+                    sb.finished_at = now_usec();
+                    sb.init_pid = 0;
+                    sb.reason = "scope ended while podscoped was not running".into();
+                    self.store.save(&sb)?;
+                    info!(sandbox_id = %sb.id, unit = %unit, "sandbox {}: scope ended while podscoped was down; not ready", sb.id);
+                }
+                (State::Created | State::NotReady, true) => {
+                    // A Start or Stop was cut short; its caller got no
+                    // answer. Finish it the safe way: no scope.
+                    warn!(sandbox_id = %sb.id, unit = %unit, state = %sb.state,
+                          "sandbox {}: scope {unit} running but sandbox is {}: stopping the scope", sb.id, sb.state);
+                    self.stop_scope(&sb.id, &unit).await?;
+                }
+            }
+            self.registry.insert(Entry::new(sb));
+        }
+        let quarantined_ids: Vec<&str> =
+            report.quarantined.iter().map(|q| q.dir.as_str()).collect();
+        for (unit, state) in &units {
+            if known.contains(unit) || !is_active(state) {
+                continue;
+            }
+            let Some(id) = id_from_scope_unit(unit) else {
+                continue;
+            };
+            if quarantined_ids.contains(&id.as_str()) {
+                // Its record is damaged, not absent: leave the pod alone and
+                // let an operator decide.
+                warn!(sandbox_id = %id, unit = %unit, "scope {unit} of quarantined sandbox {id} left running");
+                continue;
+            }
+            warn!(sandbox_id = %id, unit = %unit, "scope {unit} has no sandbox record: stopping it");
+            self.stop_scope(&id, unit).await?;
+            report.orphans_stopped.push(unit.clone());
+        }
+        report.duration_usec = t0.elapsed().as_micros() as u64;
+        info!(
+            recovered = report.recovered,
+            quarantined = report.quarantined.len(),
+            incomplete = report.incomplete,
+            orphans = report.orphans_stopped.len(),
+            elapsed_us = report.duration_usec,
+            "recovered {} sandboxes in {} µs ({} quarantined, {} orphan scopes stopped)",
+            report.recovered,
+            report.duration_usec,
+            report.quarantined.len(),
+            report.orphans_stopped.len()
+        );
+        *self.recovery.lock().unwrap() = report.clone();
+        Ok(report)
+    }
+
+    /// A `podscope-*` unit changed or went away: a Ready sandbox whose scope
+    /// is no longer active becomes NotReady.
+    pub async fn on_unit_event(&self, ev: UnitEvent) {
+        let Some(id) = id_from_scope_unit(&ev.unit) else {
+            return;
+        };
+        if matches!(&ev.active_state, Some(s) if is_active(s)) {
+            return;
+        }
+        let Some(entry) = self.registry.get(&id) else {
+            return;
+        };
+        if entry.with(|s| s.state) != State::Ready {
+            return;
+        }
+        let _op = entry.op.lock().await;
+        if entry.is_removed() || entry.with(|s| s.state) != State::Ready {
+            return;
+        }
+        // Confirm with systemd: events can be stale by the time we run.
+        let state = match self.systemd.active_state(&ev.unit).await {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(sandbox_id = %id, unit = %ev.unit, "sandbox {id}: cannot read state of {}: {e}", ev.unit);
+                return;
+            }
+        };
+        if state.as_deref().is_some_and(is_active) {
+            return;
+        }
+        let reason = format!(
+            "scope {} {} outside podscope",
+            ev.unit,
+            match state.as_deref() {
+                None => "was stopped".to_owned(),
+                Some(s) => format!("became {s}"),
+            }
+        );
+        info!(sandbox_id = %id, unit = %ev.unit, "sandbox {id} is not ready: {reason}");
+        if let Err(e) = self.stop_locked(&entry, &reason).await {
+            warn!(sandbox_id = %id, unit = %ev.unit, "sandbox {id}: marking it not ready failed: {e}");
+        }
+    }
+}
+
+fn kill_pid(pid: u32) {
+    debug!(pid, "killing podscope-init after a failed start");
+    // SAFETY: kill(2) on a PID we spawned and that no scope has adopted.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGKILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_filter_matches_all_given_fields() {
+        let mut sb = Sandbox {
+            id: SandboxId::random(),
+            config: SandboxConfig {
+                name: "a".into(),
+                namespace: "ns".into(),
+                uid: "u".into(),
+                labels: [("app".to_string(), "web".to_string())].into(),
+                ..Default::default()
+            },
+            state: State::Ready,
+            created_at: 0,
+            started_at: 0,
+            finished_at: 0,
+            slice: String::new(),
+            init_pid: 0,
+            reason: String::new(),
+        };
+        assert!(ListFilter::default().matches(&sb));
+        let f = ListFilter {
+            id_prefix: Some(sb.id.as_str()[..5].to_owned()),
+            state: Some(State::Ready),
+            labels: [("app".to_string(), "web".to_string())].into(),
+            namespace: Some("ns".into()),
+            name: Some("a".into()),
+        };
+        assert!(f.matches(&sb));
+        sb.state = State::NotReady;
+        assert!(!f.matches(&sb));
+        sb.state = State::Ready;
+        sb.config.labels.insert("app".into(), "db".into());
+        assert!(!f.matches(&sb));
+    }
+}

@@ -1,0 +1,31 @@
+//! Logging to journald with structured fields (SANDBOX_ID, UNIT, ...) when
+//! the journal is there, to stderr otherwise. `PODSCOPE_LOG` sets the filter
+//! (tracing's EnvFilter syntax), default `info`.
+
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::EnvFilter;
+
+pub fn init(identifier: &str) {
+    let filter = EnvFilter::try_from_env("PODSCOPE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let registry = tracing_subscriber::registry().with(filter);
+    if libsystemd::logging::connected_to_journal() {
+        if let Ok(layer) = tracing_journald::layer() {
+            registry
+                .with(
+                    layer
+                        .with_field_prefix(None)
+                        .with_syslog_identifier(identifier.to_owned()),
+                )
+                .init();
+            return;
+        }
+    }
+    registry
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_target(false),
+        )
+        .init();
+}

@@ -1,0 +1,305 @@
+//! Durable sandbox state: one checkpoint per sandbox under
+//! `<state_dir>/sandboxes/<id>/checkpoint`, written atomically (temp file,
+//! fsync, rename, fsync dir) and verified with a sha256 on load.
+//!
+//! File format: a header line `podscope-checkpoint 1 sha256:<hex>` followed
+//! by the JSON body; the digest covers the body bytes exactly as written.
+
+use crate::domain::{Sandbox, SandboxId};
+use crate::error::{Error, IoResultExt, Result};
+use sha2::{Digest, Sha256};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+const MAGIC: &str = "podscope-checkpoint 1 sha256:";
+const CHECKPOINT: &str = "checkpoint";
+const CHECKPOINT_TMP: &str = "checkpoint.tmp";
+
+pub struct Store {
+    sandboxes: PathBuf,
+    quarantine: PathBuf,
+}
+
+/// A checkpoint that could not be loaded and was moved aside.
+#[derive(Debug, Clone)]
+pub struct Quarantined {
+    pub dir: String,
+    pub moved_to: PathBuf,
+    pub reason: String,
+}
+
+#[derive(Debug, Default)]
+pub struct Recovered {
+    pub sandboxes: Vec<Sandbox>,
+    pub quarantined: Vec<Quarantined>,
+    /// Directories of Creates that never completed (no checkpoint): removed.
+    pub incomplete: Vec<String>,
+}
+
+pub fn encode(sandbox: &Sandbox) -> Vec<u8> {
+    let body = serde_json::to_vec(sandbox).expect("a sandbox always serializes");
+    let digest = Sha256::digest(&body);
+    let mut out = Vec::with_capacity(MAGIC.len() + 65 + body.len());
+    out.extend_from_slice(MAGIC.as_bytes());
+    for b in digest {
+        out.extend_from_slice(format!("{b:02x}").as_bytes());
+    }
+    out.push(b'\n');
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Decode and verify a checkpoint; the error says what is wrong with it.
+pub fn decode(bytes: &[u8]) -> std::result::Result<Sandbox, String> {
+    let nl = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or("no header line (truncated or not a checkpoint)")?;
+    let header = std::str::from_utf8(&bytes[..nl]).map_err(|_| "header is not UTF-8")?;
+    let want = header
+        .strip_prefix(MAGIC)
+        .ok_or_else(|| format!("unknown header {:?}", truncate(header, 60)))?;
+    let body = &bytes[nl + 1..];
+    let got: String = Sha256::digest(body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    if got != want {
+        return Err(format!(
+            "sha256 mismatch: header says {}, body is {} ({} bytes)",
+            truncate(want, 16),
+            &got[..16],
+            body.len()
+        ));
+    }
+    serde_json::from_slice(body).map_err(|e| format!("invalid checkpoint JSON: {e}"))
+}
+
+fn truncate(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+impl Store {
+    pub fn open(state_dir: &Path) -> Result<Self> {
+        let sandboxes = state_dir.join("sandboxes");
+        let quarantine = state_dir.join("quarantine");
+        for d in [&sandboxes, &quarantine] {
+            fs::create_dir_all(d).io_context(format!("create {}", d.display()))?;
+        }
+        Ok(Store {
+            sandboxes,
+            quarantine,
+        })
+    }
+
+    pub fn dir_of(&self, id: &SandboxId) -> PathBuf {
+        self.sandboxes.join(id.as_str())
+    }
+
+    /// Persist atomically: after this returns, a crash at any moment leaves
+    /// either the old or the new checkpoint, never a mix.
+    pub fn save(&self, sandbox: &Sandbox) -> Result<()> {
+        let dir = self.dir_of(&sandbox.id);
+        let ctx = || format!("save checkpoint of sandbox {}", sandbox.id);
+        let fresh = !dir.exists();
+        if fresh {
+            fs::create_dir(&dir).io_context(format!("{}: create {}", ctx(), dir.display()))?;
+        }
+        let tmp = dir.join(CHECKPOINT_TMP);
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .io_context(format!("{}: open {}", ctx(), tmp.display()))?;
+        f.write_all(&encode(sandbox))
+            .and_then(|_| f.sync_all())
+            .io_context(format!("{}: write {}", ctx(), tmp.display()))?;
+        drop(f);
+        fs::rename(&tmp, dir.join(CHECKPOINT)).io_context(format!("{}: rename", ctx()))?;
+        fsync_dir(&dir).io_context(format!("{}: fsync {}", ctx(), dir.display()))?;
+        if fresh {
+            fsync_dir(&self.sandboxes).io_context(format!("{}: fsync sandboxes dir", ctx()))?;
+        }
+        Ok(())
+    }
+
+    /// Delete a sandbox's state. The checkpoint goes first, so a crash half
+    /// way leaves a directory that recovery treats as incomplete.
+    pub fn delete(&self, id: &SandboxId) -> Result<()> {
+        let dir = self.dir_of(id);
+        match fs::remove_file(dir.join(CHECKPOINT)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("delete checkpoint of sandbox {id}"), e)),
+        }
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("delete state of sandbox {id}"), e)),
+        }
+        fsync_dir(&self.sandboxes).io_context("fsync sandboxes dir")?;
+        Ok(())
+    }
+
+    /// Load every checkpoint. Bad ones are moved to `quarantine/` and
+    /// reported; they never stop the others from loading.
+    pub fn recover(&self) -> Result<Recovered> {
+        let mut out = Recovered::default();
+        let entries = fs::read_dir(&self.sandboxes)
+            .io_context(format!("read {}", self.sandboxes.display()))?;
+        for entry in entries {
+            let entry = entry.io_context("read sandboxes dir")?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let dir = entry.path();
+            let ckpt = dir.join(CHECKPOINT);
+            let result = match fs::read(&ckpt) {
+                Ok(bytes) => decode(&bytes),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && dir.is_dir() => {
+                    // Create never finished its first save: nothing was
+                    // promised to anyone, so the leftovers just go.
+                    let _ = fs::remove_dir_all(&dir);
+                    out.incomplete.push(name);
+                    continue;
+                }
+                Err(e) => Err(format!("cannot read {}: {e}", ckpt.display())),
+            };
+            let result = result.and_then(|sb| {
+                if sb.id.as_str() == name {
+                    Ok(sb)
+                } else {
+                    Err(format!("checkpoint is for sandbox {}, not {name}", sb.id))
+                }
+            });
+            match result {
+                Ok(sb) => out.sandboxes.push(sb),
+                Err(reason) => {
+                    let moved_to = self.quarantine_dir(&name);
+                    fs::rename(&dir, &moved_to)
+                        .io_context(format!("quarantine {}", dir.display()))?;
+                    out.quarantined.push(Quarantined {
+                        dir: name,
+                        moved_to,
+                        reason,
+                    });
+                }
+            }
+        }
+        out.sandboxes.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    fn quarantine_dir(&self, name: &str) -> PathBuf {
+        let stamp = crate::domain::sandbox::now_usec();
+        self.quarantine.join(format!("{name}.{stamp}"))
+    }
+}
+
+fn fsync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::domain::{SandboxConfig, State};
+
+    pub struct TempDir(pub PathBuf);
+    impl TempDir {
+        pub fn new() -> Self {
+            let p =
+                std::env::temp_dir().join(format!("podscope-test-{}", SandboxId::random().short()));
+            fs::create_dir_all(&p).unwrap();
+            TempDir(p)
+        }
+    }
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn sample() -> Sandbox {
+        Sandbox {
+            id: SandboxId::random(),
+            config: SandboxConfig {
+                name: "n".into(),
+                namespace: "ns".into(),
+                uid: "u".into(),
+                ..Default::default()
+            },
+            state: State::Created,
+            created_at: 1,
+            started_at: 0,
+            finished_at: 0,
+            slice: "podscope.slice".into(),
+            init_pid: 0,
+            reason: String::new(),
+        }
+    }
+
+    #[test]
+    fn encode_decode_round_trip() {
+        let sb = sample();
+        assert_eq!(decode(&encode(&sb)).unwrap(), sb);
+    }
+
+    #[test]
+    fn corruption_is_detected() {
+        let mut bytes = encode(&sample());
+        let last = bytes.len() - 3;
+        bytes[last] ^= 1;
+        assert!(decode(&bytes).unwrap_err().contains("sha256 mismatch"));
+        let full = encode(&sample());
+        assert!(decode(&full[..full.len() / 2])
+            .unwrap_err()
+            .contains("sha256 mismatch"));
+        assert!(decode(&full[..10]).unwrap_err().contains("no header"));
+        assert!(decode(b"garbage\n{}")
+            .unwrap_err()
+            .contains("unknown header"));
+    }
+
+    #[test]
+    fn save_recover_quarantine_and_incomplete() {
+        let t = TempDir::new();
+        let store = Store::open(&t.0).unwrap();
+        let a = sample();
+        let mut b = sample();
+        store.save(&a).unwrap();
+        store.save(&b).unwrap();
+        b.state = State::Ready;
+        store.save(&b).unwrap();
+
+        // A corrupt checkpoint and a directory whose Create never finished.
+        let bad = sample();
+        store.save(&bad).unwrap();
+        fs::write(
+            store.dir_of(&bad.id).join(CHECKPOINT),
+            b"podscope-checkpoint 1 sha256:00\n{}",
+        )
+        .unwrap();
+        let half = SandboxId::random();
+        fs::create_dir(store.dir_of(&half)).unwrap();
+        fs::write(store.dir_of(&half).join(CHECKPOINT_TMP), b"partial").unwrap();
+
+        let r = store.recover().unwrap();
+        let mut want = vec![a.clone(), b.clone()];
+        want.sort_by(|x, y| x.id.cmp(&y.id));
+        assert_eq!(r.sandboxes, want);
+        assert_eq!(r.quarantined.len(), 1);
+        assert_eq!(r.quarantined[0].dir, bad.id.as_str());
+        assert!(r.quarantined[0].moved_to.exists());
+        assert!(!store.dir_of(&bad.id).exists());
+        assert_eq!(r.incomplete, vec![half.to_string()]);
+        assert!(!store.dir_of(&half).exists());
+
+        store.delete(&a.id).unwrap();
+        store.delete(&a.id).unwrap();
+        assert_eq!(store.recover().unwrap().sandboxes, vec![b]);
+    }
+}

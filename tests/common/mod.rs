@@ -1,0 +1,243 @@
+//! Helpers for the integration tests.
+#![allow(dead_code)]
+
+use podscope::client::{classify, dict_str, Dict, ManagerProxy};
+use podscope::ErrorKind;
+use std::collections::HashMap;
+use std::future::Future;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use zbus::zvariant::Value;
+use zbus::Connection;
+
+/// A connection and manager proxy; waits (up to 30 s) for the daemon to
+/// answer, starting it by D-Bus activation if needed.
+pub async fn manager() -> (ManagerProxy<'static>, Connection) {
+    let conn = Connection::system().await.expect("system bus");
+    let m = ManagerProxy::new(&conn).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match m.version().await {
+            Ok(_) => return (m, conn),
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("podscoped does not answer: {e}"),
+        }
+    }
+}
+
+pub fn uniq(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}",
+        &podscope::domain::SandboxId::random().as_str()[..8]
+    )
+}
+
+pub fn opts(pairs: &[(&'static str, Value<'static>)]) -> HashMap<&'static str, Value<'static>> {
+    pairs
+        .iter()
+        .map(|(k, v)| (*k, v.try_clone().unwrap()))
+        .collect()
+}
+
+pub fn kind(e: zbus::Error) -> ErrorKind {
+    classify(&e).0
+}
+
+pub async fn create_started(
+    m: &ManagerProxy<'_>,
+    prefix: &str,
+    o: HashMap<&str, Value<'_>>,
+) -> String {
+    let (id, _) = m.create(&uniq(prefix), "default", "u", 0, o).await.unwrap();
+    m.start(&id).await.unwrap();
+    id
+}
+
+/// Run a shell command; panics with its output when it fails.
+pub fn sh(cmd: &str) -> String {
+    let (rc, out, err) = sh_out(cmd);
+    assert_eq!(rc, 0, "`{cmd}` failed ({rc}): {out}{err}");
+    out
+}
+
+pub fn sh_status(cmd: &str) -> i32 {
+    sh_out(cmd).0
+}
+
+pub fn sh_out(cmd: &str) -> (i32, String, String) {
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .expect("bash");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+pub fn ns_of(pid: u32, ns: &str) -> String {
+    std::fs::read_link(format!("/proc/{pid}/ns/{ns}"))
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+pub fn pid_alive(pid: u32) -> bool {
+    // A zombie is dead for our purposes.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+pub fn checkpoint_exists(id: &str) -> bool {
+    std::path::Path::new(&format!("/var/lib/podscope/sandboxes/{id}/checkpoint")).exists()
+}
+
+pub fn state_dirs() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("/var/lib/podscope/sandboxes")
+        .map(|r| {
+            r.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(
+            Instant::now() < deadline,
+            "condition not met within {timeout:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Poll Status until the state is `want`; panics after `timeout`.
+pub async fn wait_state(m: &ManagerProxy<'_>, id: &str, want: &str, timeout: Duration) -> Dict {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let st = m.status(id).await.unwrap();
+        if dict_str(&st, "state") == want {
+            return st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sandbox {id} not {want} within {timeout:?}: {st:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+pub async fn next_signal<S, T>(stream: &mut S, mut pred: impl FnMut(&T) -> bool) -> T
+where
+    S: futures_util::Stream<Item = T> + Unpin,
+{
+    use futures_util::StreamExt;
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let s = stream.next().await.expect("signal stream ended");
+            if pred(&s) {
+                return s;
+            }
+        }
+    })
+    .await
+    .expect("signal within 5 s")
+}
+
+pub async fn introspect(conn: &Connection, path: &str) -> String {
+    let p = zbus::fdo::IntrospectableProxy::builder(conn)
+        .destination("org.podscope.Sandbox1")
+        .unwrap()
+        .path(path.to_owned())
+        .unwrap()
+        .build()
+        .await
+        .unwrap();
+    p.introspect().await.unwrap()
+}
+
+/// The tags (comments and whitespace dropped) of `iface` in an
+/// introspection document, for comparing the shipped XML with the live one.
+pub fn interface_tags(xml: &str, iface: &str) -> Vec<String> {
+    let mut s = xml.to_owned();
+    while let Some(start) = s.find("<!--") {
+        let end = s[start..]
+            .find("-->")
+            .map(|e| start + e + 3)
+            .unwrap_or(s.len());
+        s.replace_range(start..end, "");
+    }
+    let open = format!("<interface name=\"{iface}\">");
+    let Some(begin) = s.find(&open) else {
+        return Vec::new();
+    };
+    let body = &s[begin..];
+    let end = body
+        .find("</interface>")
+        .map(|e| e + "</interface>".len())
+        .unwrap_or(body.len());
+    body[..end]
+        .split('<')
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| format!("<{}", t.split_whitespace().collect::<Vec<_>>().join(" ")))
+        .collect()
+}
+
+const CONFIG: &str = "/etc/podscope/podscope.toml";
+
+pub fn restore_config() {
+    std::fs::copy("/work/main/packaging/podscope.toml", CONFIG)
+        .or_else(|_| std::fs::write(CONFIG, "").map(|_| 0))
+        .unwrap();
+}
+
+/// Run `f` with podscoped restarted on `config`, then restore the default.
+pub async fn with_config<F, Fut>(config: &str, f: F)
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    std::fs::write(CONFIG, config).unwrap();
+    daemon("restart");
+    f().await;
+    restore_config();
+    daemon("restart");
+}
+
+/// systemctl VERB podscoped, past systemd's start rate limit (the tests
+/// restart the daemon far more often than any operator would).
+pub fn daemon(verb: &str) {
+    sh(&format!(
+        "systemctl reset-failed podscoped 2>/dev/null; systemctl {verb} podscoped"
+    ));
+}
+
+/// A podscope.toml whose init takes a second to start: a window for
+/// hanging up or killing the daemon in the middle of Start.
+pub fn slow_init_config() -> String {
+    let path = "/run/podscope-test/slow-init";
+    std::fs::create_dir_all("/run/podscope-test").unwrap();
+    std::fs::write(
+        path,
+        "#!/bin/sh\nsleep 1\nexec /usr/libexec/podscope/podscope-init \"$@\"\n",
+    )
+    .unwrap();
+    sh(&format!("chmod 755 {path}"));
+    format!("init_path = \"{path}\"\n")
+}

@@ -1,0 +1,26 @@
+#!/bin/bash
+# Runs as PID 1 of fresh PID/mount/net/UTS/IPC namespaces (see harness.sh):
+# builds a throw-away root (overlay of the machine's / on a tmpfs, private
+# /run and /tmp) and execs systemd in it. Every write stays in the tmpfs.
+set -euo pipefail
+: "${REPO:?REPO must name the repository to bind in}"
+R=$(mktemp -d /run/podscope-harness.XXXXXX)
+mount -t tmpfs -o mode=755 tmpfs "$R"
+mkdir -p "$R/upper" "$R/work" "$R/root"
+mount -t overlay overlay -o lowerdir=/,upperdir="$R/upper",workdir="$R/work" "$R/root"
+N=$R/root
+mount -t proc proc "$N/proc"
+mount --rbind /sys "$N/sys"
+mount --rbind /dev "$N/dev"
+mount -t tmpfs -o mode=755 tmpfs "$N/run"
+# systemd-tmpfiles --boot empties /tmp: it must be private.
+mount -t tmpfs -o mode=1777 tmpfs "$N/tmp"
+# The repository is shared, so target/ (test binaries) is visible inside.
+mkdir -p "$N$REPO" && mount --bind "$REPO" "$N$REPO"
+ip link set lo up
+cd "$N"
+mkdir -p oldroot
+pivot_root . oldroot
+umount -l /oldroot
+exec env container=podscope-test /lib/systemd/systemd --system --unit=basic.target \
+    --log-target=console --log-level=notice

@@ -1,0 +1,121 @@
+#!/bin/bash
+# A real systemd for podscope's tests, per shared/notes/systemd-harness.md:
+# systemd as PID 1 of private namespaces on a copy-on-write view of this
+# machine, with its own system bus and polkit, podscope installed into it by
+# `make install` as a packager would.
+#
+#   harness.sh run CMD [ARGS...]   boot, install, run CMD inside (cwd = repo),
+#                                  shut down; exit with CMD's status
+#
+# Fails loudly (non-zero, with the boot log) when systemd does not come up.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+WORK=$(mktemp -d /tmp/podscope-harness-run.XXXXXX)
+LOG=$WORK/boot.log
+UNSHARE_PID=
+SYSTEMD_PID=
+
+say() { echo "harness: $*" >&2; }
+fail() {
+    say "FAILED: $*"
+    [[ -f $LOG ]] && { say "--- systemd console (last 40 lines) ---"; tail -n 40 "$LOG" >&2; }
+    exit 1
+}
+
+inside() { nsenter -t "$SYSTEMD_PID" -a "$@"; }
+
+cgroup_dirs() { find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | sort; }
+
+boot() {
+    [[ $EUID -eq 0 ]] || fail "must run as root (it boots systemd in private namespaces)"
+    exec 9>/run/podscope-harness.lock
+    flock -w 600 9 || fail "another harness is running (one at a time: they share the cgroup tree)"
+    cgroup_dirs > "$WORK/cgroups.before"
+    say "booting systemd (log: $LOG)"
+    REPO=$REPO unshare --pid --fork --mount --net --uts --ipc --propagation private \
+        "$HERE/boot-inner.sh" > "$LOG" 2>&1 &
+    UNSHARE_PID=$!
+    for _ in $(seq 100); do
+        SYSTEMD_PID=$(pgrep -P "$UNSHARE_PID" -x systemd || true)
+        [[ -n $SYSTEMD_PID ]] && break
+        kill -0 "$UNSHARE_PID" 2>/dev/null || fail "the namespace setup exited early"
+        sleep 0.1
+    done
+    [[ -n $SYSTEMD_PID ]] || fail "systemd did not start within 10 s"
+    local state=
+    # Until systemd has its private socket up, systemctl cannot answer at all.
+    for _ in $(seq 180); do
+        state=$(timeout 90 nsenter -t "$SYSTEMD_PID" -a systemctl is-system-running --wait 2>/dev/null || true)
+        [[ -n $state ]] && break
+        kill -0 "$SYSTEMD_PID" 2>/dev/null || fail "systemd exited during boot"
+        sleep 0.5
+    done
+    case $state in
+        running) ;;
+        degraded) say "system is degraded: $(inside systemctl --failed --no-legend --plain | awk '{print $1}' | xargs)";;
+        *) fail "systemd did not reach running (state: ${state:-none})";;
+    esac
+    say "systemd is up (pid $SYSTEMD_PID outside)"
+}
+
+install_project() {
+    inside make -s -C "$REPO" install PREFIX=/usr > "$WORK/install.log" 2>&1 \
+        || { cat "$WORK/install.log" >&2; fail "make install inside the harness failed"; }
+    inside systemctl daemon-reload
+    inside busctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus ReloadConfig
+    say "podscope installed with 'make install PREFIX=/usr'"
+}
+
+shutdown() {
+    [[ -n $SYSTEMD_PID ]] || return 0
+    if kill -0 "$SYSTEMD_PID" 2>/dev/null; then
+        inside systemctl poweroff --no-block >/dev/null 2>&1 || true
+        for _ in $(seq 150); do
+            kill -0 "$UNSHARE_PID" 2>/dev/null || break
+            sleep 0.2
+        done
+        if kill -0 "$UNSHARE_PID" 2>/dev/null; then
+            say "systemd did not power off in 30 s; killing its PID namespace"
+            kill -9 "$SYSTEMD_PID" 2>/dev/null || true
+        fi
+    fi
+    wait "$UNSHARE_PID" 2>/dev/null || true
+    # Empty cgroup directories stay behind; remove only those we created.
+    cgroup_dirs > "$WORK/cgroups.after"
+    comm -13 "$WORK/cgroups.before" "$WORK/cgroups.after" | sort -r | while read -r d; do
+        rmdir "$d" 2>/dev/null || true
+    done
+    SYSTEMD_PID=
+}
+
+cleanup() {
+    local rc=$?
+    shutdown || true
+    [[ -n ${KEEP_HARNESS_LOG:-} ]] || rm -rf "$WORK"
+    exit "$rc"
+}
+
+case ${1:-} in
+    run)
+        shift
+        [[ $# -gt 0 ]] || fail "usage: harness.sh run CMD [ARGS...]"
+        trap cleanup EXIT
+        trap 'exit 130' INT TERM
+        boot
+        install_project
+        set +e
+        inside env -C "$REPO" "$@"
+        rc=$?
+        set -e
+        if [[ $rc -ne 0 ]]; then
+            say "command failed ($rc); podscoped's journal:"
+            inside journalctl -u podscoped --no-pager -n 60 >&2 || true
+        fi
+        exit "$rc"
+        ;;
+    *)
+        echo "usage: harness.sh run CMD [ARGS...]" >&2
+        exit 2
+        ;;
+esac

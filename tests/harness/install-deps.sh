@@ -1,0 +1,17 @@
+#!/bin/bash
+# Install the Debian packages podscope's build, tests and demo need.
+# Idempotent: does nothing when everything is there.
+set -euo pipefail
+PKGS=(systemd dbus dbus-daemon polkitd iproute2 util-linux pkg-config procps)
+missing=()
+for p in "${PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "install-deps: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+command -v cargo >/dev/null || { echo "install-deps: cargo is required (a Rust toolchain)" >&2; exit 1; }
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt 2>/dev/null || true
