@@ -64,7 +64,7 @@ lint: deps
 	$(CARGO) clippy --locked --all-targets --all-features -- -D warnings
 
 unit: deps
-	$(CARGO) test --locked --lib --bins
+	$(CARGO) test --locked --lib
 
 # Integration tests run inside a private systemd with the project installed
 # by `make install`, exactly as a packager would.

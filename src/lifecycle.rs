@@ -118,12 +118,11 @@ impl Lifecycle {
         self.recovery.lock().unwrap().clone()
     }
 
-    pub fn list(&self, filter: &ListFilter) -> Vec<Sandbox> {
-        self.registry
-            .entries()
-            .into_iter()
-            .filter_map(|e| e.with(|s| filter.matches(s).then(|| s.clone())))
-            .collect()
+    /// The sandboxes matching `filter`, sorted by id.
+    pub fn list(&self, filter: &ListFilter) -> Vec<Arc<Entry>> {
+        let mut v = self.registry.entries();
+        v.retain(|e| e.with(|s| filter.matches(s)));
+        v
     }
 
     pub fn count_in(&self, state: State) -> usize {

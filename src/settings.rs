@@ -1,6 +1,7 @@
 //! `/etc/podscope/podscope.toml`: every key optional, unknown keys rejected
 //! (a typo should not silently fall back to a default). Defaults are
-//! documented in `docs/podscope.toml.md` and in `packaging/podscope.toml`.
+//! documented in `packaging/podscope.toml` (installed as the default
+//! /etc/podscope/podscope.toml).
 
 use crate::domain::slice::validate_slice_name;
 use crate::error::{Error, Result};

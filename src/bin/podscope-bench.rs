@@ -1,1 +1,356 @@
-fn main() {}
+//! podscope-bench: the figures `make bench` prints. Runs inside the test
+//! harness (a real systemd and system bus) against the installed podscoped,
+//! as root. Prints one table: figure, target, measured, verdict.
+
+use podscope::client::{dict_u64, ManagerProxy};
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use zbus::zvariant::Value;
+use zbus::Connection;
+
+struct Row {
+    figure: String,
+    target: String,
+    measured: String,
+    ok: Option<bool>,
+}
+
+#[derive(Default)]
+struct Table(Vec<Row>);
+
+impl Table {
+    fn add(&mut self, figure: &str, target: &str, measured: String, ok: Option<bool>) {
+        eprintln!("bench: {figure}: {measured}");
+        self.0.push(Row {
+            figure: figure.into(),
+            target: target.into(),
+            measured,
+            ok,
+        });
+    }
+
+    fn print(&self) {
+        let w0 = self
+            .0
+            .iter()
+            .map(|r| r.figure.len())
+            .max()
+            .unwrap_or(0)
+            .max(6);
+        let w1 = self
+            .0
+            .iter()
+            .map(|r| r.target.len())
+            .max()
+            .unwrap_or(0)
+            .max(6);
+        let w2 = self
+            .0
+            .iter()
+            .map(|r| r.measured.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(8);
+        println!(
+            "{:<w0$}  {:<w1$}  {:<w2$}  verdict",
+            "figure", "target", "measured"
+        );
+        println!("{}", "-".repeat(w0 + w1 + w2 + 13));
+        for r in &self.0 {
+            let v = match r.ok {
+                Some(true) => "ok",
+                Some(false) => "MISSED",
+                None => "-",
+            };
+            println!(
+                "{:<w0$}  {:<w1$}  {:<w2$}  {v}",
+                r.figure, r.target, r.measured
+            );
+        }
+    }
+}
+
+fn pct(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    let i = ((samples.len() as f64 - 1.0) * p).round() as usize;
+    samples[i]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn sh(cmd: &str) -> String {
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .expect("bash");
+    assert!(
+        o.status.success(),
+        "`{cmd}` failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn daemon_pid() -> u32 {
+    sh("systemctl show -P MainPID podscoped")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// (Rss, Pss) in KiB from smaps_rollup.
+fn rss_pss(pid: u32) -> (u64, u64) {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    let get = |k: &str| {
+        s.lines()
+            .find(|l| l.starts_with(k))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (get("Rss:"), get("Pss:"))
+}
+
+fn host() -> HashMap<&'static str, Value<'static>> {
+    HashMap::from([("network", Value::from("host"))])
+}
+
+async fn connect() -> ManagerProxy<'static> {
+    let conn = Connection::system().await.expect("system bus");
+    let m = ManagerProxy::new(&conn).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while m.version().await.is_err() {
+        assert!(Instant::now() < deadline, "podscoped does not answer");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    m
+}
+
+async fn remove_all(m: &ManagerProxy<'_>) {
+    for d in m.list(HashMap::new()).await.unwrap() {
+        let id = podscope::client::dict_str(&d, "id");
+        m.remove(&id).await.unwrap();
+    }
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    // Sections to run (default: all): latency, alive, throughput.
+    let only: Vec<String> = std::env::args().skip(1).collect();
+    let run = |s: &str| only.is_empty() || only.iter().any(|o| o == s);
+    let mut t = Table::default();
+    sh("systemctl reset-failed podscoped 2>/dev/null; systemctl restart podscoped");
+    let m = connect().await;
+    remove_all(&m).await;
+    if run("latency") {
+        latency(&m, &mut t).await;
+    }
+    if run("alive") {
+        alive(&mut t).await;
+    }
+    if run("throughput") {
+        throughput(&mut t).await;
+    }
+    println!();
+    t.print();
+    let missed = t.0.iter().filter(|r| r.ok == Some(false)).count();
+    println!(
+        "\n{missed} of {} figures missed their target.",
+        t.0.iter().filter(|r| r.ok.is_some()).count()
+    );
+}
+
+async fn latency(m: &ManagerProxy<'_>, t: &mut Table) {
+    // Lifecycle latency, host network, one client.
+    let n = 200;
+    let (mut cs, mut stop, mut rm) = (Vec::new(), Vec::new(), Vec::new());
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let t0 = Instant::now();
+        let (id, _) = m
+            .create(&format!("lat-{i}"), "bench", "u", 0, host())
+            .await
+            .unwrap();
+        m.start(&id).await.unwrap();
+        cs.push(t0.elapsed());
+        ids.push(id);
+    }
+    // Init footprint, on the pods just started.
+    let mut rss = Vec::new();
+    let mut pss = Vec::new();
+    for id in ids.iter().take(50) {
+        let pid = dict_u64(&m.status(id).await.unwrap(), "init_pid") as u32;
+        let (r, p) = rss_pss(pid);
+        rss.push(r);
+        pss.push(p);
+    }
+    for id in &ids {
+        let t0 = Instant::now();
+        m.stop(id).await.unwrap();
+        stop.push(t0.elapsed());
+        let t0 = Instant::now();
+        m.remove(id).await.unwrap();
+        rm.push(t0.elapsed());
+    }
+    let p50 = pct(&mut cs, 0.5);
+    let p99 = pct(&mut cs, 0.99);
+    t.add(
+        "Create+Start p50 (host net, 200)",
+        "<= 15 ms",
+        ms(p50),
+        Some(p50 <= Duration::from_millis(15)),
+    );
+    t.add(
+        "Create+Start p99 (host net, 200)",
+        "<= 50 ms",
+        ms(p99),
+        Some(p99 <= Duration::from_millis(50)),
+    );
+    let s50 = pct(&mut stop, 0.5);
+    let r50 = pct(&mut rm, 0.5);
+    t.add(
+        "Stop p50",
+        "<= 15 ms",
+        ms(s50),
+        Some(s50 <= Duration::from_millis(15)),
+    );
+    t.add(
+        "Remove p50",
+        "<= 15 ms",
+        ms(r50),
+        Some(r50 <= Duration::from_millis(15)),
+    );
+    let max_rss = *rss.iter().max().unwrap();
+    let avg_pss = pss.iter().sum::<u64>() as f64 / pss.len() as f64;
+    t.add(
+        "podscope-init RSS (max of 50)",
+        "<= 1024 KiB",
+        format!("{max_rss} KiB"),
+        Some(max_rss <= 1024),
+    );
+    t.add(
+        "podscope-init PSS (mean of 50)",
+        "report",
+        format!("{avg_pss:.0} KiB"),
+        None,
+    );
+}
+
+/// 1000 sandboxes alive: memory, Status, List, recovery.
+async fn alive(t: &mut Table) {
+    sh("systemctl restart podscoped");
+    let m = connect().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = daemon_pid();
+    let (rss0, _) = rss_pss(pid);
+    let alive = 1000;
+    let mut ids = Vec::new();
+    for i in 0..alive {
+        let (id, _) = m
+            .create(&format!("alive-{i}"), "bench", "u", 0, host())
+            .await
+            .unwrap();
+        m.start(&id).await.unwrap();
+        ids.push(id);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (rss1, _) = rss_pss(pid);
+    let per = (rss1.saturating_sub(rss0)) as f64 / alive as f64;
+    t.add(
+        "daemon RSS growth per sandbox",
+        "<= 64 KiB",
+        format!("{per:.1} KiB"),
+        Some(per <= 64.0),
+    );
+    t.add(
+        "daemon RSS, 1000 sandboxes",
+        "<= 64 MiB",
+        format!("{:.1} MiB", rss1 as f64 / 1024.0),
+        Some(rss1 <= 64 * 1024),
+    );
+    let mut st = Vec::new();
+    for i in 0..500 {
+        let id = &ids[(i * 7) % ids.len()];
+        let t0 = Instant::now();
+        m.status(id).await.unwrap();
+        st.push(t0.elapsed());
+    }
+    let st50 = pct(&mut st, 0.5);
+    t.add(
+        "Status p50, 1000 alive",
+        "<= 2 ms",
+        ms(st50),
+        Some(st50 <= Duration::from_millis(2)),
+    );
+    let mut ls = Vec::new();
+    for _ in 0..30 {
+        let t0 = Instant::now();
+        let l = m.list(HashMap::new()).await.unwrap();
+        ls.push(t0.elapsed());
+        assert_eq!(l.len(), alive);
+    }
+    let ls50 = pct(&mut ls, 0.5);
+    t.add(
+        "List p50, 1000 alive",
+        "<= 50 ms",
+        ms(ls50),
+        Some(ls50 <= Duration::from_millis(50)),
+    );
+
+    // Recovery: what the daemon measured, and restart-to-answer wall time.
+    let t0 = Instant::now();
+    sh("systemctl restart podscoped");
+    let m = connect().await;
+    let wall = t0.elapsed();
+    let (_, info) = m.runtime_status().await.unwrap();
+    let rec = Duration::from_micros(dict_u64(&info, "recovery_usec"));
+    assert_eq!(dict_u64(&info, "recovered"), alive as u64);
+    assert_eq!(
+        dict_u64(&info, "ready"),
+        alive as u64,
+        "every pod still ready after the restart"
+    );
+    t.add(
+        "recovery of 1000 (daemon-measured)",
+        "<= 2 s",
+        ms(rec),
+        Some(rec <= Duration::from_secs(2)),
+    );
+    t.add("restart until answering, 1000", "report", ms(wall), None);
+    remove_all(&m).await;
+}
+
+/// 8 parallel clients creating and starting 400 sandboxes.
+async fn throughput(t: &mut Table) {
+    let total = 400;
+    let clients = 8;
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        tasks.push(tokio::spawn(async move {
+            let m = connect().await;
+            for i in 0..total / clients {
+                let (id, _) = m
+                    .create(&format!("tp-{c}-{i}"), "bench", "u", 0, host())
+                    .await
+                    .unwrap();
+                m.start(&id).await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let rate = total as f64 / t0.elapsed().as_secs_f64();
+    t.add(
+        "Create+Start, 8 clients, 400",
+        ">= 100 /s",
+        format!("{rate:.0} /s"),
+        Some(rate >= 100.0),
+    );
+    remove_all(&connect().await).await;
+}

@@ -2,7 +2,7 @@
 //! the entry point for creating, driving and inspecting sandboxes.
 
 use super::errors::BusError;
-use super::options::{self, status_dict, Dict};
+use super::options::{self, status_dict, summary_dict, Dict};
 use super::Service;
 use crate::domain::State;
 use crate::error::Error;
@@ -99,7 +99,7 @@ impl Manager {
             .lifecycle
             .list(&f)
             .iter()
-            .map(status_dict)
+            .map(|e| e.with(summary_dict))
             .collect())
     }
 

@@ -205,7 +205,6 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
         .await
         .map_err(export)?;
     for entry in lifecycle.list(&Default::default()) {
-        let entry = lifecycle.get(&entry.id).expect("listed entries exist");
         let path = sandbox_path(&entry.id);
         server
             .at(

@@ -171,7 +171,32 @@ pub fn netns_path(sb: &Sandbox) -> String {
     }
 }
 
-/// The full status of a sandbox, as Status returns it and List lists it.
+/// What List returns per sandbox: enough for a listing (and for CRI's
+/// ListPodSandbox); Status has the rest. Kept small because List of a
+/// thousand pods is on kubelet's hot path.
+pub fn summary_dict(sb: &Sandbox) -> Dict {
+    let c = &sb.config;
+    HashMap::from([
+        ("id".to_owned(), ov(sb.id.as_str())),
+        ("name".to_owned(), ov(c.name.as_str())),
+        ("namespace".to_owned(), ov(c.namespace.as_str())),
+        ("uid".to_owned(), ov(c.uid.as_str())),
+        ("attempt".to_owned(), ov(c.attempt)),
+        ("state".to_owned(), ov(sb.state.as_str())),
+        ("created_at".to_owned(), ov(sb.created_at)),
+        ("unit".to_owned(), ov(sb.unit())),
+        ("network".to_owned(), ov(c.network.as_str())),
+        ("runtime_handler".to_owned(), ov(c.runtime_handler.as_str())),
+        ("labels".to_owned(), ov(string_map(&c.labels))),
+        ("annotations".to_owned(), ov(string_map(&c.annotations))),
+    ])
+}
+
+fn string_map(m: &BTreeMap<String, String>) -> HashMap<&str, &str> {
+    m.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
+/// The full status of a sandbox, as Status returns it.
 pub fn status_dict(sb: &Sandbox) -> Dict {
     let c = &sb.config;
     let mut d: Dict = HashMap::with_capacity(28);

@@ -30,23 +30,23 @@ impl SandboxObject {
         self.service.remove(&hdr, self.entry.id.as_str()).await
     }
 
-    #[zbus(property)]
+    #[zbus(property(emits_changed_signal = "const"))]
     fn id(&self) -> String {
         self.entry.id.to_string()
     }
-    #[zbus(property)]
+    #[zbus(property(emits_changed_signal = "const"))]
     fn name(&self) -> String {
         self.entry.with(|s| s.config.name.clone())
     }
-    #[zbus(property)]
+    #[zbus(property(emits_changed_signal = "const"))]
     fn namespace(&self) -> String {
         self.entry.with(|s| s.config.namespace.clone())
     }
-    #[zbus(property)]
+    #[zbus(property(emits_changed_signal = "const"))]
     fn uid(&self) -> String {
         self.entry.with(|s| s.config.uid.clone())
     }
-    #[zbus(property)]
+    #[zbus(property(emits_changed_signal = "const"))]
     fn attempt(&self) -> u32 {
         self.entry.with(|s| s.config.attempt)
     }
@@ -55,7 +55,7 @@ impl SandboxObject {
         self.entry.with(|s| s.state.as_str().to_owned())
     }
     // µs since the epoch.
-    #[zbus(property)]
+    #[zbus(property(emits_changed_signal = "const"))]
     fn created_at(&self) -> u64 {
         self.entry.with(|s| s.created_at)
     }
@@ -67,37 +67,37 @@ impl SandboxObject {
     fn finished_at(&self) -> u64 {
         self.entry.with(|s| s.finished_at)
     }
-    #[zbus(property)]
+    #[zbus(property(emits_changed_signal = "const"))]
     fn unit(&self) -> String {
         self.entry.with(|s| s.unit())
     }
-    #[zbus(property)]
+    #[zbus(property(emits_changed_signal = "const"))]
     fn slice(&self) -> String {
         self.entry.with(|s| s.slice.clone())
     }
-    #[zbus(property)]
+    #[zbus(property(emits_changed_signal = "const"))]
     fn hostname(&self) -> String {
         self.entry.with(|s| s.config.hostname.clone())
     }
-    #[zbus(property)]
+    #[zbus(property(emits_changed_signal = "const"))]
     fn log_directory(&self) -> String {
         self.entry.with(|s| s.config.log_directory.clone())
     }
-    #[zbus(property)]
+    #[zbus(property(emits_changed_signal = "const"))]
     fn labels(&self) -> HashMap<String, String> {
         self.entry
             .with(|s| s.config.labels.clone().into_iter().collect())
     }
-    #[zbus(property)]
+    #[zbus(property(emits_changed_signal = "const"))]
     fn annotations(&self) -> HashMap<String, String> {
         self.entry
             .with(|s| s.config.annotations.clone().into_iter().collect())
     }
-    #[zbus(property)]
+    #[zbus(property(emits_changed_signal = "const"))]
     fn runtime_handler(&self) -> String {
         self.entry.with(|s| s.config.runtime_handler.clone())
     }
-    #[zbus(property)]
+    #[zbus(property(emits_changed_signal = "const"))]
     fn network_mode(&self) -> String {
         self.entry.with(|s| s.config.network.as_str().to_owned())
     }

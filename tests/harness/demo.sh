@@ -1,0 +1,40 @@
+#!/bin/bash
+# The podscope demo, run inside the harness by `make demo`: a pod created,
+# started, inspected with the systemd tools, stopped and removed.
+set -euo pipefail
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+run() { printf '$ %s\n' "$*"; "$@"; }
+
+step "The daemon is D-Bus activated by the first call"
+run podscopectl info
+
+step "Create and start a pod (podscopectl talks D-Bus to podscoped)"
+printf '$ podscopectl create web-0 --namespace demo --hostname web-0 --label app=web --memory 268435456 --start\n'
+id=$(podscopectl create web-0 --namespace demo --hostname web-0 --label app=web --memory 268435456 --start)
+echo "$id"
+
+step "podscopectl list / status"
+run podscopectl list
+run podscopectl status "${id:0:12}"
+
+step "The pod is a transient systemd scope holding one podscope-init"
+run systemctl list-units --no-pager 'podscope-*'
+run systemctl status --no-pager --lines=0 "podscope-$id.scope"
+run systemctl show -p MemoryMax -p Slice -p Delegate "podscope-$id.scope"
+
+step "...and a D-Bus object"
+run busctl tree org.podscope.Sandbox1
+run busctl introspect org.podscope.Sandbox1 "/org/podscope/Sandbox1/sandbox/$id" org.podscope.Sandbox1.Sandbox
+run busctl get-property org.podscope.Sandbox1 "/org/podscope/Sandbox1/sandbox/$id" org.podscope.Sandbox1.Sandbox State
+
+step "The journal has the pod's events, with structured fields"
+run journalctl -u podscoped --no-pager -o cat SANDBOX_ID="$id"
+
+step "Stop and remove"
+run podscopectl stop "$id"
+run podscopectl status "${id:0:12}"
+run podscopectl rm "$id"
+run podscopectl list
+run systemctl list-units --no-pager --no-legend 'podscope-*.scope'
+echo
+echo "demo finished: the pod was created, inspected with systemctl/busctl/journalctl, stopped and removed."
