@@ -70,6 +70,15 @@ pub trait Sandbox {
     fn labels(&self) -> zbus::Result<HashMap<String, String>>;
 }
 
+/// A system-bus connection whose method calls give up after `timeout`
+/// instead of waiting forever for a peer that never answers.
+pub async fn system_connection(timeout: std::time::Duration) -> zbus::Result<zbus::Connection> {
+    zbus::connection::Builder::system()?
+        .method_timeout(timeout)
+        .build()
+        .await
+}
+
 /// A D-Bus call's failure as (kind, message): the daemon's named error, or
 /// Internal for transport problems.
 pub fn classify(e: &zbus::Error) -> (ErrorKind, String) {

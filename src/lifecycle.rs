@@ -102,6 +102,10 @@ impl Lifecycle {
         let _ = self.events.send(ev);
     }
 
+    pub async fn systemd_connection_lost(&self) {
+        self.systemd.connection_lost().await
+    }
+
     pub fn resolve(&self, id: &str) -> Result<Arc<Entry>> {
         self.registry.resolve(id)
     }
@@ -432,9 +436,8 @@ impl Lifecycle {
         let Some(entry) = self.registry.get(&id) else {
             return;
         };
-        if entry.with(|s| s.state) != State::Ready {
-            return;
-        }
+        // Lock before looking at the state: an event that arrives while Start
+        // is still finishing must be judged after Start has recorded "ready".
         let _op = entry.op.lock().await;
         if entry.is_removed() || entry.with(|s| s.state) != State::Ready {
             return;

@@ -911,6 +911,36 @@ async fn dbus_activation_starts_the_daemon() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn calls_queued_by_activation_are_answered() {
+    // A call that arrives while the daemon is down is queued by dbus-daemon
+    // and delivered the instant the restarted daemon takes its name. It
+    // used to be lost now and then (the object server was not listening
+    // yet); repeat the race to catch a regression.
+    let (m, _) = manager().await;
+    let tag = uniq("queued");
+    let labelled = || opts(&[("labels", Value::from(HashMap::from([("tag", tag.clone())])))]);
+    for i in 0..8 {
+        m.create(&format!("{tag}-{i}"), "default", "u", 0, labelled())
+            .await
+            .unwrap();
+    }
+    for round in 0..15 {
+        sh("systemctl reset-failed podscoped 2>/dev/null; systemctl kill -s KILL podscoped");
+        let conn = podscope::client::system_connection(Duration::from_secs(10))
+            .await
+            .unwrap();
+        let m = podscope::client::ManagerProxy::new(&conn).await.unwrap();
+        m.version().await.unwrap_or_else(|e| {
+            panic!("round {round}: call queued during activation not answered: {e}")
+        });
+    }
+    let (m, _) = manager().await;
+    for d in m.list(labelled()).await.unwrap() {
+        m.remove(&dict_str(&d, "id")).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_caller_hanging_up_does_not_cancel_the_operation() {
     with_config(&slow_init_config(), || async {
         let (m, _) = manager().await;
@@ -936,13 +966,7 @@ async fn daemon_killed_during_start_leaves_no_half_started_pod() {
             .create(&uniq("k9start"), "default", "u", 0, HashMap::new())
             .await
             .unwrap();
-        sh(&format!(
-            "busctl call --timeout=30 org.podscope.Sandbox1 /org/podscope/Sandbox1 \
-             org.podscope.Sandbox1.Manager Start s {id} >/dev/null 2>&1 &"
-        ));
-        wait_until(Duration::from_secs(5), || {
-            sh_status(&format!("pgrep -f 'slow-init --id {id}'")) == 0
-        });
+        start_in_background_slowly(&id);
         sh("systemctl kill -s KILL podscoped");
         let (m, _) = manager().await;
         assert_eq!(
@@ -962,6 +986,65 @@ async fn daemon_killed_during_start_leaves_no_half_started_pod() {
         m.remove(&id).await.unwrap();
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn restart_during_start_lets_the_start_finish() {
+    with_config(&slow_init_config(), || async {
+        let (m, _) = manager().await;
+        let (id, _) = m
+            .create(&uniq("drain"), "default", "u", 0, HashMap::new())
+            .await
+            .unwrap();
+        start_in_background_slowly(&id);
+        daemon("restart");
+        let (m, _) = manager().await;
+        assert_eq!(
+            dict_str(&m.status(&id).await.unwrap(), "state"),
+            "ready",
+            "the Start in flight finished"
+        );
+        assert_eq!(
+            sh(&format!("systemctl is-active podscope-{id}.scope")).trim(),
+            "active"
+        );
+        m.remove(&id).await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_scope_job_is_reported_and_rolled_back() {
+    let (m, _) = manager().await;
+    sh("systemctl mask podscope-test-masked.slice");
+    let (id, _) = m
+        .create(
+            &uniq("masked"),
+            "default",
+            "u",
+            0,
+            opts(&[("cgroup_parent", Value::from("podscope-test-masked.slice"))]),
+        )
+        .await
+        .unwrap();
+    let (k, msg) = classify(&m.start(&id).await.unwrap_err());
+    sh("systemctl unmask podscope-test-masked.slice");
+    assert_eq!(k, ErrorKind::SystemdFailed, "{msg}");
+    assert!(
+        msg.contains(&id) && msg.contains("create scope"),
+        "names sandbox and step: {msg}"
+    );
+    assert!(msg.contains("masked"), "carries systemd's reason: {msg}");
+    assert_eq!(dict_str(&m.status(&id).await.unwrap(), "state"), "created");
+    // The init spawned for it is gone, and so is any scope.
+    wait_until(Duration::from_secs(2), || {
+        sh_status(&format!("pgrep -f -- '--id {id}'")) != 0
+    });
+    assert_ne!(
+        sh_status(&format!("systemctl is-active --quiet podscope-{id}.scope")),
+        0
+    );
+    m.remove(&id).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use zbus::zvariant::Value;
-use zbus::Connection;
 
 struct Row {
     figure: String,
@@ -120,7 +119,9 @@ fn host() -> HashMap<&'static str, Value<'static>> {
 }
 
 async fn connect() -> ManagerProxy<'static> {
-    let conn = Connection::system().await.expect("system bus");
+    let conn = podscope::client::system_connection(Duration::from_secs(60))
+        .await
+        .expect("system bus");
     let m = ManagerProxy::new(&conn).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while m.version().await.is_err() {

@@ -52,7 +52,9 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Vec<String>) -> Result<(), Fail> {
-    let conn = zbus::Connection::system()
+    // Longer than any daemon-side step timeout, so the daemon's own error
+    // arrives first.
+    let conn = podscope::client::system_connection(std::time::Duration::from_secs(120))
         .await
         .map_err(|e| Fail(format!("cannot connect to the system bus: {e}")))?;
     let m = ManagerProxy::new(&conn).await?;

@@ -129,10 +129,17 @@ async fn run(settings: Settings) -> podscope::Result<()> {
         }
     });
 
-    tokio::select! {
-        _ = sigterm.recv() => info!("SIGTERM: shutting down (pods keep running)"),
-        _ = sigint.recv() => info!("SIGINT: shutting down (pods keep running)"),
-    }
+    let lost = tokio::select! {
+        _ = sigterm.recv() => { info!("SIGTERM: shutting down (pods keep running)"); false }
+        _ = sigint.recv() => { info!("SIGINT: shutting down (pods keep running)"); false }
+        _ = service.lifecycle.systemd_connection_lost() => true,
+    };
     let _ = daemon::notify(false, &[NotifyState::Stopping]);
+    if lost {
+        return Err(podscope::Error::internal("lost the connection to systemd"));
+    }
+    service.drain(Duration::from_secs(20)).await;
+    // Let the replies of the drained calls leave before the socket closes.
+    tokio::time::sleep(Duration::from_millis(100)).await;
     Ok(())
 }

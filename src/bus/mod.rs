@@ -42,18 +42,43 @@ pub struct Service {
     pub lifecycle: Arc<Lifecycle>,
     auth: polkit::Authorizer,
     conn: Connection,
-}
-
-/// Run `fut` to completion in its own task, whatever happens to the caller.
-async fn detached<T: Send + 'static>(
-    fut: impl Future<Output = Result<T>> + Send + 'static,
-) -> Result<T> {
-    tokio::spawn(fut)
-        .await
-        .map_err(|e| Error::internal(format!("operation task failed: {e}")))?
+    /// Mutating operations in flight; shutdown waits for them.
+    inflight: tokio::sync::watch::Sender<usize>,
 }
 
 impl Service {
+    /// Run `fut` to completion in its own task, whatever happens to the
+    /// caller, counting it as in flight until it is done.
+    async fn detached<T: Send + 'static>(
+        &self,
+        fut: impl Future<Output = Result<T>> + Send + 'static,
+    ) -> Result<T> {
+        self.inflight.send_modify(|n| *n += 1);
+        let tx = self.inflight.clone();
+        let handle = tokio::spawn(async move {
+            let r = fut.await;
+            tx.send_modify(|n| *n -= 1);
+            r
+        });
+        handle
+            .await
+            .map_err(|e| Error::internal(format!("operation task failed: {e}")))?
+    }
+
+    /// Stop taking calls, then wait (at most `limit`) for the operations in
+    /// flight to finish, so a restart does not cut a Start or Stop in half.
+    pub async fn drain(&self, limit: std::time::Duration) {
+        if let Err(e) = self.conn.release_name(BUS_NAME).await {
+            warn!("releasing {BUS_NAME}: {e}");
+        }
+        let mut rx = self.inflight.subscribe();
+        let n = *rx.borrow();
+        if n > 0 {
+            tracing::info!("waiting for {n} operations in flight");
+        }
+        let _ = tokio::time::timeout(limit, rx.wait_for(|n| *n == 0)).await;
+    }
+
     async fn authorize(&self, hdr: &Header<'_>, verb: &str, id: &str) -> Result<()> {
         self.auth.check(hdr, verb, &[("sandbox", id)]).await
     }
@@ -71,42 +96,45 @@ impl Service {
             .await?;
         let config = options::config_from_options(name, namespace, uid, attempt, &options)?;
         let this = self.clone();
-        let out = detached(async move {
-            let entry = this.lifecycle.create(config).await?;
-            let path = sandbox_path(&entry.id);
-            let obj = SandboxObject {
-                entry: entry.clone(),
-                service: this.clone(),
-            };
-            this.conn
-                .object_server()
-                .at(&path, obj)
-                .await
-                .map_err(|e| Error::internal(format!("export {path}: {e}")))?;
-            Ok((entry.id.to_string(), path))
-        })
-        .await?;
+        let out = self
+            .detached(async move {
+                let entry = this.lifecycle.create(config).await?;
+                let path = sandbox_path(&entry.id);
+                let obj = SandboxObject {
+                    entry: entry.clone(),
+                    service: this.clone(),
+                };
+                this.conn
+                    .object_server()
+                    .at(&path, obj)
+                    .await
+                    .map_err(|e| Error::internal(format!("export {path}: {e}")))?;
+                Ok((entry.id.to_string(), path))
+            })
+            .await?;
         Ok(out)
     }
 
     pub async fn start(self: &Arc<Self>, hdr: &Header<'_>, id: &str) -> Result<(), BusError> {
         self.authorize(hdr, "Start", id).await?;
         let (this, id) = (self.clone(), id.to_owned());
-        detached(async move { this.lifecycle.start(&id).await.map(drop) }).await?;
+        self.detached(async move { this.lifecycle.start(&id).await.map(drop) })
+            .await?;
         Ok(())
     }
 
     pub async fn stop(self: &Arc<Self>, hdr: &Header<'_>, id: &str) -> Result<(), BusError> {
         self.authorize(hdr, "Stop", id).await?;
         let (this, id) = (self.clone(), id.to_owned());
-        detached(async move { this.lifecycle.stop(&id).await.map(drop) }).await?;
+        self.detached(async move { this.lifecycle.stop(&id).await.map(drop) })
+            .await?;
         Ok(())
     }
 
     pub async fn remove(self: &Arc<Self>, hdr: &Header<'_>, id: &str) -> Result<(), BusError> {
         self.authorize(hdr, "Remove", id).await?;
         let (this, id) = (self.clone(), id.to_owned());
-        detached(async move {
+        self.detached(async move {
             let id = this.lifecycle.remove(&id).await?;
             let path = sandbox_path(&id);
             if let Err(e) = this
@@ -171,8 +199,13 @@ impl Service {
 /// Connect to the system bus, recover state, export every object, and only
 /// then take the bus name: a caller never sees a half-recovered daemon.
 pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
+    // Serving an interface through the Builder makes build() wait until the
+    // object server's dispatch stream is in place. Without that, a call
+    // queued by D-Bus activation, delivered the instant the name is granted,
+    // can arrive before the stream exists and be dropped unanswered.
     let bus_err = |e: zbus::Error| Error::internal(format!("connect to the system bus: {e}"));
     let conn = zbus::connection::Builder::system()
+        .and_then(|b| b.serve_at(MANAGER_PATH, zbus::fdo::ObjectManager))
         .map_err(bus_err)?
         .build()
         .await
@@ -188,13 +221,10 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
         lifecycle: lifecycle.clone(),
         auth: polkit::Authorizer::new(&conn),
         conn: conn.clone(),
+        inflight: tokio::sync::watch::Sender::new(0),
     });
     let server = conn.object_server();
     let export = |e: zbus::Error| Error::internal(format!("export objects: {e}"));
-    server
-        .at(MANAGER_PATH, zbus::fdo::ObjectManager)
-        .await
-        .map_err(export)?;
     server
         .at(
             MANAGER_PATH,

@@ -13,7 +13,7 @@ use jobs::JobTracker;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 use zbus::{Connection, MatchRule, MessageStream};
 use zbus_systemd::systemd1::{ManagerProxy, UnitProxy};
@@ -36,6 +36,7 @@ pub struct Systemd {
     conn: Connection,
     manager: ManagerProxy<'static>,
     jobs: Arc<JobTracker>,
+    lost: Arc<Notify>,
 }
 
 /// A scope property value: systemd's transient-unit properties come in a few
@@ -121,7 +122,8 @@ impl Systemd {
             .map_err(sub)?;
         manager.subscribe().await.map_err(sub)?;
 
-        tokio::spawn(dispatch_jobs(job_removed, jobs.clone()));
+        let lost = Arc::new(Notify::new());
+        tokio::spawn(dispatch_jobs(job_removed, jobs.clone(), lost.clone()));
         tokio::spawn(dispatch_unit_removed(unit_removed, events.clone()));
         tokio::spawn(dispatch_props(props_changed, events));
 
@@ -129,7 +131,15 @@ impl Systemd {
             conn: conn.clone(),
             manager,
             jobs,
+            lost,
         })
+    }
+
+    /// Resolves when the connection to systemd is gone: without its signals
+    /// the daemon cannot track jobs or pods, so it should exit and be
+    /// restarted.
+    pub async fn connection_lost(&self) {
+        self.lost.notified().await
     }
 
     /// StartTransientUnit and wait for the job; any result but "done" is an
@@ -230,8 +240,9 @@ impl Systemd {
     }
 }
 
-async fn dispatch_jobs(mut stream: MessageStream, jobs: Arc<JobTracker>) {
-    while let Some(Ok(msg)) = stream.next().await {
+async fn dispatch_jobs(mut stream: MessageStream, jobs: Arc<JobTracker>, lost: Arc<Notify>) {
+    while let Some(msg) = stream.next().await {
+        let Ok(msg) = msg else { continue };
         let body = msg.body();
         if let Ok((_, job, unit, result)) =
             body.deserialize::<(u32, OwnedObjectPath, String, String)>()
@@ -241,7 +252,8 @@ async fn dispatch_jobs(mut stream: MessageStream, jobs: Arc<JobTracker>) {
             }
         }
     }
-    tracing::error!("systemd JobRemoved stream ended: the system bus connection is gone");
+    tracing::error!("systemd's signal stream ended: the system bus connection is gone");
+    lost.notify_one();
 }
 
 async fn dispatch_unit_removed(
@@ -270,7 +282,8 @@ async fn dispatch_props(mut stream: MessageStream, events: mpsc::UnboundedSender
         unit_path::UNIT_PATH_PREFIX,
         unit_path::escape_label(UNIT_PREFIX)
     );
-    while let Some(Ok(msg)) = stream.next().await {
+    while let Some(msg) = stream.next().await {
+        let Ok(msg) = msg else { continue };
         let header = msg.header();
         let Some(path) = header.path() else { continue };
         if !path.as_str().starts_with(&prefix) {

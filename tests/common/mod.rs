@@ -13,7 +13,9 @@ use zbus::Connection;
 /// A connection and manager proxy; waits (up to 30 s) for the daemon to
 /// answer, starting it by D-Bus activation if needed.
 pub async fn manager() -> (ManagerProxy<'static>, Connection) {
-    let conn = Connection::system().await.expect("system bus");
+    let conn = podscope::client::system_connection(Duration::from_secs(60))
+        .await
+        .expect("system bus");
     let m = ManagerProxy::new(&conn).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -240,4 +242,17 @@ pub fn slow_init_config() -> String {
     .unwrap();
     sh(&format!("chmod 755 {path}"));
     format!("init_path = \"{path}\"\n")
+}
+
+/// Send Start for `id` from a separate process without waiting for the
+/// reply, and return once the (slow) init is running: the daemon is then in
+/// the middle of Start. Needs `slow_init_config()` in force.
+pub fn start_in_background_slowly(id: &str) {
+    sh(&format!(
+        "busctl call --timeout=30 org.podscope.Sandbox1 /org/podscope/Sandbox1 \\
+         org.podscope.Sandbox1.Manager Start s {id} >/dev/null 2>&1 &"
+    ));
+    wait_until(Duration::from_secs(5), || {
+        sh_status(&format!("pgrep -f 'slow-init --id {id}'")) == 0
+    });
 }
