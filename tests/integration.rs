@@ -350,6 +350,19 @@ async fn shared_pid_namespace_makes_init_pid_1() {
         nspid.trim_end().ends_with("\t1"),
         "init is PID 1 of its namespace: {nspid}"
     );
+    // Orphans in the pod's PID namespace are reparented to the init, which
+    // must reap them: leave one behind and look for zombies.
+    sh(&format!(
+        "nsenter -t {pid} -p sh -c 'sleep 1 >/dev/null 2>&1 & exit 0'"
+    ));
+    let orphan = sh(&format!("pgrep -P {pid} -x sleep"));
+    assert!(
+        !orphan.trim().is_empty(),
+        "the orphan was reparented to the init"
+    );
+    wait_until(Duration::from_secs(3), || {
+        sh_status(&format!("pgrep -P {pid}")) != 0
+    });
     // SIGTERM (systemd's stop) still ends a namespace's PID 1.
     m.stop(&id).await.unwrap();
     assert!(!pid_alive(pid as u32));

@@ -203,10 +203,14 @@ pub fn interface_tags(xml: &str, iface: &str) -> Vec<String> {
 
 const CONFIG: &str = "/etc/podscope/podscope.toml";
 
+/// Put back the config `make install` shipped (the repository is mounted at
+/// the same path inside the harness).
 pub fn restore_config() {
-    std::fs::copy("/work/main/packaging/podscope.toml", CONFIG)
-        .or_else(|_| std::fs::write(CONFIG, "").map(|_| 0))
-        .unwrap();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/podscope.toml"),
+        CONFIG,
+    )
+    .expect("restore the default podscope.toml");
 }
 
 /// Run `f` with podscoped restarted on `config`, then restore the default.
