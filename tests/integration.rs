@@ -938,7 +938,14 @@ async fn calls_queued_by_activation_are_answered() {
             .unwrap();
     }
     for round in 0..15 {
+        let pid: u32 = sh("systemctl show -P MainPID podscoped")
+            .trim()
+            .parse()
+            .unwrap();
         sh("systemctl reset-failed podscoped 2>/dev/null; systemctl kill -s KILL podscoped");
+        // systemctl kill only sends the signal: call once the old daemon is
+        // really gone, or the call may reach it in its last moments.
+        wait_until(Duration::from_secs(5), || !pid_alive(pid));
         let conn = podscope::client::system_connection(Duration::from_secs(10))
             .await
             .unwrap();
