@@ -18,8 +18,11 @@ pub fn init_args(sb: &Sandbox) -> Vec<String> {
     if c.network == NetworkMode::Host {
         // Host network pods share the host's UTS namespace too, as kubelet expects.
         args.push("--host-network".into());
-    } else if !c.hostname.is_empty() {
-        args.extend(["--hostname".into(), c.hostname.clone()]);
+    } else {
+        args.extend(["--netns".into(), sb.netns_path()]);
+        if !c.hostname.is_empty() {
+            args.extend(["--hostname".into(), c.hostname.clone()]);
+        }
     }
     if c.pid_namespace == NamespaceMode::Pod {
         args.push("--pid-namespace".into());
@@ -100,7 +103,17 @@ mod tests {
             ..Default::default()
         });
         let a = init_args(&s);
-        assert_eq!(&a[2..], ["--hostname", "h", "--pid-namespace"]);
+        let netns = s.netns_path();
+        assert_eq!(
+            &a[2..],
+            [
+                "--netns",
+                netns.as_str(),
+                "--hostname",
+                "h",
+                "--pid-namespace"
+            ]
+        );
 
         let s = sb(SandboxConfig {
             hostname: "ignored".into(),

@@ -9,7 +9,7 @@
 //! - callers run these in spawned tasks (see `bus`), so a caller hanging up
 //!   never cancels a step or its cleanup half way.
 
-use crate::domain::sandbox::{id_from_scope_unit, now_usec};
+use crate::domain::sandbox::{id_from_netns_unit, id_from_scope_unit, now_usec};
 use crate::domain::{slice, Sandbox, SandboxConfig, SandboxId, State};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::init_spawn;
@@ -177,6 +177,23 @@ impl Lifecycle {
             let _ = self.store.delete(&id);
             return Err(e.context(format!("create sandbox {}/{}", key.namespace, key.name)));
         }
+        if sandbox.has_netns() {
+            let unit = sandbox.netns_unit();
+            if let Err(e) = self
+                .systemd
+                .start_unit(&unit, self.settings.start_timeout())
+                .await
+            {
+                // Undo: no namespace, no record, no reservation.
+                let _ = self
+                    .systemd
+                    .stop_unit(&unit, self.settings.stop_timeout())
+                    .await;
+                let _ = self.store.delete(&id);
+                self.registry.release(&key);
+                return Err(e.context(format!("sandbox {id}: create: start {unit}")));
+            }
+        }
         let entry = Entry::new(sandbox);
         self.registry.insert(entry.clone());
         info!(sandbox_id = %id, pod = %format!("{}/{}", key.namespace, key.name),
@@ -206,6 +223,14 @@ impl Lifecycle {
         }
         let t0 = Instant::now();
         let unit = sb.unit();
+        if sb.has_netns() {
+            // The namespace may have been stopped since Create: bring it back.
+            let netns = sb.netns_unit();
+            self.systemd
+                .start_unit(&netns, self.settings.start_timeout())
+                .await
+                .with_context(|| ctx(&format!("start {netns}")))?;
+        }
         let pid =
             init_spawn::spawn_init(&self.settings.init_path, &sb, self.settings.start_timeout())
                 .await
@@ -269,6 +294,12 @@ impl Lifecycle {
                 Prop::U64(self.settings.stop_timeout_ms * 1000),
             ),
         ];
+        if sb.has_netns() {
+            // The pod lives and dies with its network namespace.
+            let netns = sb.netns_unit();
+            props.push(("BindsTo", Prop::Strs(vec![netns.clone()])));
+            props.push(("After", Prop::Strs(vec![netns])));
+        }
         for (k, v) in crate::domain::resources::scope_properties(&c.resources, &c.overhead) {
             props.push((k, Prop::U64(v)));
         }
@@ -295,6 +326,13 @@ impl Lifecycle {
         let unit = sb.unit();
         if sb.state == State::Ready {
             self.stop_scope(&sb.id, &unit).await?;
+        }
+        if sb.has_netns() {
+            let netns = sb.netns_unit();
+            self.systemd
+                .stop_unit(&netns, self.settings.stop_timeout())
+                .await
+                .with_context(|| format!("sandbox {}: stop: stop {netns}", sb.id))?;
         }
         let mut next = sb.clone();
         next.state = State::NotReady;
@@ -357,6 +395,7 @@ impl Lifecycle {
                             "corrupt checkpoint of {} quarantined to {}: {}", q.dir, q.moved_to.display(), q.reason);
         }
         let units = self.systemd.list_units("podscope-*.scope").await?;
+        let netns_units = self.systemd.list_units("podscope-netns@*.service").await?;
         let mut report = RecoveryReport {
             recovered: recovered.sandboxes.len(),
             quarantined: recovered.quarantined.clone(),
@@ -364,6 +403,7 @@ impl Lifecycle {
             ..Default::default()
         };
         let mut known = std::collections::HashSet::new();
+        let mut known_netns = std::collections::HashSet::new();
         for mut sb in recovered.sandboxes {
             let unit = sb.unit();
             known.insert(unit.clone());
@@ -386,6 +426,16 @@ impl Lifecycle {
                     self.stop_scope(&sb.id, &unit).await?;
                 }
             }
+            // A sandbox that is not ready holds no network namespace.
+            let netns = sb.netns_unit();
+            if sb.state == State::NotReady && netns_units.get(&netns).is_some_and(|s| is_active(s))
+            {
+                warn!(sandbox_id = %sb.id, unit = %netns, "sandbox {} is not ready: stopping {netns}", sb.id);
+                self.systemd
+                    .stop_unit(&netns, self.settings.stop_timeout())
+                    .await?;
+            }
+            known_netns.insert(netns);
             self.registry.insert(Entry::new(sb));
         }
         let quarantined_ids: Vec<&str> =
@@ -405,6 +455,22 @@ impl Lifecycle {
             }
             warn!(sandbox_id = %id, unit = %unit, "scope {unit} has no sandbox record: stopping it");
             self.stop_scope(&id, unit).await?;
+            report.orphans_stopped.push(unit.clone());
+        }
+        for (unit, state) in &netns_units {
+            if known_netns.contains(unit) || !is_active(state) {
+                continue;
+            }
+            let Some(id) = id_from_netns_unit(unit) else {
+                continue;
+            };
+            if quarantined_ids.contains(&id.as_str()) {
+                continue;
+            }
+            warn!(sandbox_id = %id, unit = %unit, "{unit} has no sandbox record: stopping it");
+            self.systemd
+                .stop_unit(unit, self.settings.stop_timeout())
+                .await?;
             report.orphans_stopped.push(unit.clone());
         }
         report.duration_usec = t0.elapsed().as_micros() as u64;

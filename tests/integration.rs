@@ -116,8 +116,15 @@ async fn lifecycle_create_start_stop_remove() {
     assert!(status.contains("CapEff:\t0000000000000000"), "{status}");
     assert!(status.contains("CapBnd:\t0000000000000000"), "{status}");
     assert!(status.contains("NoNewPrivs:\t1"), "{status}");
-    assert_eq!(dict_str(&st, "netns_path"), format!("/proc/{pid}/ns/net"));
-    // Loopback is up in the pod's network namespace.
+    // The init is in the namespace pinned by the pod's netns unit.
+    assert_eq!(
+        dict_str(&st, "netns_path"),
+        format!("/run/netns/podscope-{id}")
+    );
+    assert_eq!(
+        sh(&format!("ip netns identify {pid}")).trim(),
+        format!("podscope-{id}")
+    );
     assert!(sh(&format!("nsenter -t {pid} -n ip -o link show lo")).contains("UP"));
     // The sandbox object shows the same.
     let sb = SandboxProxy::builder(&conn)
@@ -142,6 +149,110 @@ async fn lifecycle_create_start_stop_remove() {
         .await
         .contains(&id));
     assert_eq!(kind(m.remove(&id).await.unwrap_err()), ErrorKind::NotFound);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_pod_network_namespace_is_a_unit() {
+    let (m, _) = manager().await;
+    let (id, _) = m
+        .create(&uniq("netns"), "default", "u", 0, HashMap::new())
+        .await
+        .unwrap();
+    let netns_unit = format!("podscope-netns@{id}.service");
+    let netns = format!("/run/netns/podscope-{id}");
+    // Create sets the namespace up, before the pod starts.
+    assert_eq!(
+        sh(&format!("systemctl is-active {netns_unit}")).trim(),
+        "active"
+    );
+    assert!(std::path::Path::new(&netns).exists());
+    assert!(sh("ip netns list").contains(&format!("podscope-{id}")));
+    assert!(
+        sh(&format!("ip -n podscope-{id} -o link show lo")).contains("UP"),
+        "loopback is up"
+    );
+    let st = m.status(&id).await.unwrap();
+    assert_eq!(dict_str(&st, "netns_path"), netns);
+    assert_eq!(dict_str(&st, "netns_unit"), netns_unit);
+
+    m.start(&id).await.unwrap();
+    let scope = format!("podscope-{id}.scope");
+    let units = sh("systemctl list-units --plain --no-legend 'podscope-*'");
+    assert!(
+        units.contains(&scope) && units.contains(&netns_unit),
+        "side by side: {units}"
+    );
+    assert!(sh(&format!("systemctl show -P BindsTo {scope}")).contains(&netns_unit));
+    assert!(sh(&format!("systemctl show -P After {scope}")).contains(&netns_unit));
+
+    // Stopping the namespace takes the pod down.
+    sh(&format!("systemctl stop {netns_unit}"));
+    let st = wait_state(&m, &id, "notready", Duration::from_secs(1)).await;
+    assert_ne!(
+        sh_status(&format!("systemctl is-active --quiet {scope}")),
+        0
+    );
+    assert_eq!(dict_str(&st, "netns_path"), "");
+    assert!(
+        !std::path::Path::new(&netns).exists(),
+        "the namespace is unpinned"
+    );
+    m.remove(&id).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_and_remove_release_the_namespace() {
+    let (m, _) = manager().await;
+    let id = create_started(&m, "netns-stop", HashMap::new()).await;
+    let netns_unit = format!("podscope-netns@{id}.service");
+    m.stop(&id).await.unwrap();
+    assert_ne!(
+        sh_status(&format!("systemctl is-active --quiet {netns_unit}")),
+        0
+    );
+    assert!(!std::path::Path::new(&format!("/run/netns/podscope-{id}")).exists());
+    m.stop(&id).await.unwrap();
+    m.remove(&id).await.unwrap();
+
+    // Remove of a created (never started) pod releases it too.
+    let (id, _) = m
+        .create(&uniq("netns-rm"), "default", "u", 0, HashMap::new())
+        .await
+        .unwrap();
+    m.remove(&id).await.unwrap();
+    assert_ne!(
+        sh_status(&format!(
+            "systemctl is-active --quiet podscope-netns@{id}.service"
+        )),
+        0
+    );
+    assert!(!std::path::Path::new(&format!("/run/netns/podscope-{id}")).exists());
+
+    // Host-network pods get none.
+    let id = create_started(&m, "netns-host", opts(&[("network", Value::from("host"))])).await;
+    assert_ne!(
+        sh_status(&format!(
+            "systemctl is-active --quiet podscope-netns@{id}.service"
+        )),
+        0
+    );
+    assert!(!std::path::Path::new(&format!("/run/netns/podscope-{id}")).exists());
+    m.remove(&id).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_namespace_without_a_record_is_stopped_at_recovery() {
+    let orphan = "cd".repeat(32);
+    let unit = format!("podscope-netns@{orphan}.service");
+    daemon("stop");
+    sh(&format!("systemctl start {unit}"));
+    daemon("start");
+    let (m, _) = manager().await;
+    assert_ne!(sh_status(&format!("systemctl is-active --quiet {unit}")), 0);
+    assert!(!std::path::Path::new(&format!("/run/netns/podscope-{orphan}")).exists());
+    let (_, info) = m.runtime_status().await.unwrap();
+    let orphans = <Vec<String>>::try_from(info["orphans_stopped"].try_clone().unwrap()).unwrap();
+    assert!(orphans.contains(&unit), "{orphans:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

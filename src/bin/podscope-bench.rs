@@ -239,6 +239,38 @@ async fn latency(m: &ManagerProxy<'_>, t: &mut Table) {
         format!("{avg_pss:.0} KiB"),
         None,
     );
+
+    // Pod network (netns unit, no CNI yet): a baseline for issue 3.
+    let mut pod = Vec::new();
+    let mut ids = Vec::new();
+    for i in 0..50 {
+        let t0 = Instant::now();
+        let (id, _) = m
+            .create(&format!("podnet-{i}"), "bench", "u", 0, HashMap::new())
+            .await
+            .unwrap();
+        m.start(&id).await.unwrap();
+        pod.push(t0.elapsed());
+        ids.push(id);
+    }
+    let mut podrm = Vec::new();
+    for id in &ids {
+        let t0 = Instant::now();
+        m.remove(id).await.unwrap();
+        podrm.push(t0.elapsed());
+    }
+    t.add(
+        "Create+Start p50 (pod net: netns unit, no CNI)",
+        "report",
+        ms(pct(&mut pod, 0.5)),
+        None,
+    );
+    t.add(
+        "Stop+Remove p50 (pod net: netns unit, no CNI)",
+        "report",
+        ms(pct(&mut podrm, 0.5)),
+        None,
+    );
 }
 
 /// 1000 sandboxes alive: memory, Status, List, recovery.

@@ -1,8 +1,9 @@
 //! podscope-init: the one process in each pod's scope.
 //!
-//! Run by podscoped (see `init_spawn`). It enters new UTS/IPC/network
+//! Run by podscoped (see `init_spawn`). It joins the pod's network namespace
+//! (pinned by podscope-netns@<id>.service; `--netns`), enters new UTS/IPC
 //! namespaces (and a PID namespace when the pod shares one), sets the
-//! hostname, brings loopback up, then forks the long-lived init, which drops
+//! hostname, then forks the long-lived init, which drops
 //! every capability, sets no_new_privs, reaps children and exits on SIGTERM.
 //! The spawner prints that init's PID once it is ready and exits, so the
 //! init is reparented to PID 1 and podscoped never has to reap it.
@@ -16,6 +17,7 @@ use std::process::exit;
 
 struct Opts {
     hostname: Option<String>,
+    netns: Option<String>,
     host_network: bool,
     host_ipc: bool,
     pid_namespace: bool,
@@ -38,6 +40,7 @@ fn usage(msg: &str) -> ! {
 fn parse_args() -> Opts {
     let mut o = Opts {
         hostname: None,
+        netns: None,
         host_network: false,
         host_ipc: false,
         pid_namespace: false,
@@ -54,6 +57,9 @@ fn parse_args() -> Opts {
                     args.next()
                         .unwrap_or_else(|| usage("--hostname needs a value")),
                 )
+            }
+            "--netns" => {
+                o.netns = Some(args.next().unwrap_or_else(|| usage("--netns needs a path")))
             }
             "--host-network" => o.host_network = true,
             "--host-ipc" => o.host_ipc = true,
@@ -190,7 +196,10 @@ fn main() {
     let o = parse_args();
     let mut flags = 0;
     if !o.host_network {
-        flags |= libc::CLONE_NEWUTS | libc::CLONE_NEWNET;
+        flags |= libc::CLONE_NEWUTS;
+        if o.netns.is_none() {
+            flags |= libc::CLONE_NEWNET;
+        }
     }
     if !o.host_ipc {
         flags |= libc::CLONE_NEWIPC;
@@ -201,6 +210,18 @@ fn main() {
     // SAFETY: single-threaded here; unshare/sethostname/pipe/fork are used
     // as documented and every result is checked.
     unsafe {
+        if let Some(path) = &o.netns {
+            let c =
+                CString::new(path.as_str()).unwrap_or_else(|_| usage("netns path contains NUL"));
+            let fd = libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                die(&format!("open network namespace {path}"));
+            }
+            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                die(&format!("join network namespace {path}"));
+            }
+            libc::close(fd);
+        }
         if flags != 0 && libc::unshare(flags) != 0 {
             die("unshare namespaces");
         }
@@ -211,7 +232,9 @@ fn main() {
                     die("set hostname");
                 }
             }
-            loopback_up();
+            if o.netns.is_none() {
+                loopback_up();
+            }
         }
         let mut fds = [0; 2];
         if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {

@@ -160,7 +160,9 @@ impl Service {
                 "NetworkReady".to_owned(),
                 true,
                 String::new(),
-                "pods get a private network namespace with loopback; host-network pods share the host's".to_owned(),
+                "each pod gets a network namespace (podscope-netns@<id>.service) with loopback up; \
+                 CNI is not wired in yet; host-network pods share the host's"
+                    .to_owned(),
             ),
         ];
         let quarantined: Vec<(String, String, String)> = rec

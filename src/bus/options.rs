@@ -2,7 +2,7 @@
 //! Create's options in, Status/List dictionaries out. Unknown keys and wrong
 //! variant types are InvalidArgument naming the key.
 
-use crate::domain::{NamespaceMode, NetworkMode, Resources, Sandbox, SandboxConfig};
+use crate::domain::{NamespaceMode, NetworkMode, Resources, Sandbox, SandboxConfig, State};
 use crate::error::{Error, Result};
 use std::collections::{BTreeMap, HashMap};
 use zbus::zvariant::{OwnedValue, Value};
@@ -163,9 +163,10 @@ fn resources_dict(r: &Resources) -> HashMap<String, OwnedValue> {
     ])
 }
 
+/// Where the pod's network namespace is, while it has one.
 pub fn netns_path(sb: &Sandbox) -> String {
-    if sb.config.network == NetworkMode::Pod && sb.init_pid > 0 {
-        format!("/proc/{}/ns/net", sb.init_pid)
+    if sb.has_netns() && sb.state != State::NotReady {
+        sb.netns_path()
     } else {
         String::new()
     }
@@ -236,6 +237,14 @@ pub fn status_dict(sb: &Sandbox) -> Dict {
     put("ipc_namespace", ov(c.ipc_namespace.as_str()));
     put("cgroup_parent", ov(c.cgroup_parent.as_str()));
     put("netns_path", ov(netns_path(sb)));
+    put(
+        "netns_unit",
+        ov(if sb.has_netns() {
+            sb.netns_unit()
+        } else {
+            String::new()
+        }),
+    );
     put("ips", ov(Vec::<String>::new()));
     put("init_pid", ov(sb.init_pid));
     put("reason", ov(sb.reason.as_str()));

@@ -1,7 +1,7 @@
 //! The sandbox record: configuration plus everything the daemon learned
 //! while running it. This is what a checkpoint holds.
 
-use super::config::SandboxConfig;
+use super::config::{NetworkMode, SandboxConfig};
 use super::id::SandboxId;
 use super::state::State;
 use serde::{Deserialize, Serialize};
@@ -29,6 +29,31 @@ impl Sandbox {
     pub fn unit(&self) -> String {
         scope_unit_name(&self.id)
     }
+
+    /// The pod's own network namespace (pod network only).
+    pub fn has_netns(&self) -> bool {
+        self.config.network == NetworkMode::Pod
+    }
+
+    pub fn netns_unit(&self) -> String {
+        netns_unit_name(&self.id)
+    }
+
+    pub fn netns_path(&self) -> String {
+        format!("/run/netns/podscope-{}", self.id)
+    }
+}
+
+pub fn netns_unit_name(id: &SandboxId) -> String {
+    format!("podscope-netns@{id}.service")
+}
+
+/// Parse `podscope-netns@<id>.service` back into an id.
+pub fn id_from_netns_unit(unit: &str) -> Option<SandboxId> {
+    let id = unit
+        .strip_prefix("podscope-netns@")?
+        .strip_suffix(".service")?;
+    SandboxId::parse(id).ok()
 }
 
 pub fn scope_unit_name(id: &SandboxId) -> String {
@@ -57,8 +82,12 @@ mod tests {
         let id = SandboxId::random();
         let unit = scope_unit_name(&id);
         assert!(unit.starts_with("podscope-") && unit.ends_with(".scope"));
-        assert_eq!(id_from_scope_unit(&unit), Some(id));
+        assert_eq!(id_from_scope_unit(&unit), Some(id.clone()));
         assert_eq!(id_from_scope_unit("podscope.slice"), None);
         assert_eq!(id_from_scope_unit("podscope-abc.scope"), None);
+        let netns = netns_unit_name(&id);
+        assert_eq!(netns, format!("podscope-netns@{id}.service"));
+        assert_eq!(id_from_netns_unit(&netns), Some(id.clone()));
+        assert_eq!(id_from_netns_unit(&unit), None);
     }
 }

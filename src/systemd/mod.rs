@@ -162,6 +162,16 @@ impl Systemd {
         self.wait_job(unit, "start", &job, timeout).await
     }
 
+    /// Start a unit and wait for it to be up (already up is fine).
+    pub async fn start_unit(&self, unit: &str, timeout: Duration) -> Result<()> {
+        let job = self
+            .manager
+            .start_unit(unit.to_owned(), "replace".into())
+            .await
+            .map_err(|e| bus_err(&format!("StartUnit {unit}"), e))?;
+        self.wait_job(unit, "start", &job, timeout).await
+    }
+
     /// Stop a unit and wait for it to be down. A unit that does not exist is
     /// already stopped.
     pub async fn stop_unit(&self, unit: &str, timeout: Duration) -> Result<()> {

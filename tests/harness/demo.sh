@@ -17,10 +17,11 @@ step "podscopectl list / status"
 run podscopectl list
 run podscopectl status "${id:0:12}"
 
-step "The pod is a transient systemd scope holding one podscope-init"
+step "The pod is a transient systemd scope holding one podscope-init, bound to its netns unit"
 run systemctl list-units --no-pager 'podscope-*'
 run systemctl status --no-pager --lines=0 "podscope-$id.scope"
-run systemctl show -p MemoryMax -p Slice -p Delegate "podscope-$id.scope"
+run systemctl show -p MemoryMax -p Slice -p Delegate -p BindsTo "podscope-$id.scope"
+run ip netns list
 
 step "...and a D-Bus object"
 run busctl tree org.podscope.Sandbox1

@@ -1,0 +1,170 @@
+//! podscope-netns: creates and removes a pod's network namespace, pinned at
+//! /run/netns/podscope-<id> (the iproute2 convention, so `ip netns` sees it).
+//! Run by `podscope-netns@<id>.service`: `add` on start, `del` on stop.
+//!
+//! A separate short-lived process on purpose: unshare(CLONE_NEWNET) must not
+//! run in the multi-threaded daemon, and a unit makes the namespace visible
+//! to and controllable by systemd.
+
+use std::ffi::CString;
+use std::io::Write;
+use std::process::exit;
+
+const NETNS_DIR: &str = "/run/netns";
+
+fn die(what: &str) -> ! {
+    let err = std::io::Error::last_os_error();
+    let _ = writeln!(std::io::stderr(), "podscope-netns: {what}: {err}");
+    exit(1)
+}
+
+fn cstr(s: &str) -> CString {
+    CString::new(s).expect("no NUL in paths")
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Make /run/netns a shared mount point, so that namespaces pinned in it are
+/// seen from every mount namespace (what `ip netns add` does too).
+fn prepare_dir() {
+    let dir = cstr(NETNS_DIR);
+    // SAFETY: mkdir/mount with valid C strings; results checked.
+    unsafe {
+        if libc::mkdir(dir.as_ptr(), 0o755) != 0 && errno() != libc::EEXIST {
+            die("create /run/netns");
+        }
+        let none = cstr("none");
+        if libc::mount(
+            none.as_ptr(),
+            dir.as_ptr(),
+            none.as_ptr(),
+            libc::MS_SHARED | libc::MS_REC,
+            std::ptr::null(),
+        ) == 0
+        {
+            return;
+        }
+        if errno() != libc::EINVAL {
+            die("make /run/netns shared");
+        }
+        // Not a mount point yet: bind it onto itself first.
+        if libc::mount(
+            dir.as_ptr(),
+            dir.as_ptr(),
+            none.as_ptr(),
+            libc::MS_BIND | libc::MS_REC,
+            std::ptr::null(),
+        ) != 0
+        {
+            die("bind-mount /run/netns");
+        }
+        if libc::mount(
+            none.as_ptr(),
+            dir.as_ptr(),
+            none.as_ptr(),
+            libc::MS_SHARED | libc::MS_REC,
+            std::ptr::null(),
+        ) != 0
+        {
+            die("make /run/netns shared");
+        }
+    }
+}
+
+fn loopback_up() {
+    // SAFETY: socket/ioctl on a zeroed ifreq we own.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            die("socket for loopback");
+        }
+        let mut ifr: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo".iter().enumerate() {
+            ifr.ifr_name[i] = *b as libc::c_char;
+        }
+        if libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut ifr) < 0 {
+            die("get loopback flags");
+        }
+        ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        if libc::ioctl(fd, libc::SIOCSIFFLAGS, &ifr) < 0 {
+            die("bring loopback up");
+        }
+        libc::close(fd);
+    }
+}
+
+fn add(path: &str) {
+    prepare_dir();
+    let p = cstr(path);
+    // SAFETY: single-threaded; open/unshare/mount with valid arguments.
+    unsafe {
+        let fd = libc::open(
+            p.as_ptr(),
+            libc::O_RDONLY | libc::O_CREAT | libc::O_CLOEXEC,
+            0o444,
+        );
+        if fd < 0 {
+            die(&format!("create {path}"));
+        }
+        libc::close(fd);
+        if libc::unshare(libc::CLONE_NEWNET) != 0 {
+            let _ = libc::unlink(p.as_ptr());
+            die("unshare network namespace");
+        }
+        loopback_up();
+        let src = cstr("/proc/self/ns/net");
+        let none = cstr("none");
+        if libc::mount(
+            src.as_ptr(),
+            p.as_ptr(),
+            none.as_ptr(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        ) != 0
+        {
+            let _ = libc::unlink(p.as_ptr());
+            die(&format!("pin the namespace at {path}"));
+        }
+    }
+}
+
+/// Idempotent: a namespace that is already gone is fine.
+fn del(path: &str) {
+    let p = cstr(path);
+    // SAFETY: umount2/unlink with a valid C string.
+    unsafe {
+        if libc::umount2(p.as_ptr(), libc::MNT_DETACH) != 0
+            && !matches!(errno(), libc::EINVAL | libc::ENOENT)
+        {
+            die(&format!("unmount {path}"));
+        }
+        if libc::unlink(p.as_ptr()) != 0 && errno() != libc::ENOENT {
+            die(&format!("remove {path}"));
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (verb, id) = match args.as_slice() {
+        [v, id] if v == "add" || v == "del" => (v.as_str(), id.as_str()),
+        _ => {
+            let _ = writeln!(std::io::stderr(), "usage: podscope-netns add|del ID");
+            exit(2)
+        }
+    };
+    if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "podscope-netns: {id:?} is not a sandbox id"
+        );
+        exit(2);
+    }
+    let path = format!("{NETNS_DIR}/podscope-{id}");
+    match verb {
+        "add" => add(&path),
+        _ => del(&path),
+    }
+}
