@@ -423,7 +423,7 @@ impl Lifecycle {
                     // answer. Finish it the safe way: no scope.
                     warn!(sandbox_id = %sb.id, unit = %unit, state = %sb.state,
                           "sandbox {}: scope {unit} running but sandbox is {}: stopping the scope", sb.id, sb.state);
-                    self.stop_scope(&sb.id, &unit).await?;
+                    self.recovery_stop(&sb.id, &unit).await;
                 }
             }
             // A sandbox that is not ready holds no network namespace.
@@ -431,9 +431,7 @@ impl Lifecycle {
             if sb.state == State::NotReady && netns_units.get(&netns).is_some_and(|s| is_active(s))
             {
                 warn!(sandbox_id = %sb.id, unit = %netns, "sandbox {} is not ready: stopping {netns}", sb.id);
-                self.systemd
-                    .stop_unit(&netns, self.settings.stop_timeout())
-                    .await?;
+                self.recovery_stop(&sb.id, &netns).await;
             }
             known_netns.insert(netns);
             self.registry.insert(Entry::new(sb));
@@ -454,7 +452,7 @@ impl Lifecycle {
                 continue;
             }
             warn!(sandbox_id = %id, unit = %unit, "scope {unit} has no sandbox record: stopping it");
-            self.stop_scope(&id, unit).await?;
+            self.recovery_stop(&id, unit).await;
             report.orphans_stopped.push(unit.clone());
         }
         for (unit, state) in &netns_units {
@@ -468,9 +466,7 @@ impl Lifecycle {
                 continue;
             }
             warn!(sandbox_id = %id, unit = %unit, "{unit} has no sandbox record: stopping it");
-            self.systemd
-                .stop_unit(unit, self.settings.stop_timeout())
-                .await?;
+            self.recovery_stop(&id, unit).await;
             report.orphans_stopped.push(unit.clone());
         }
         report.duration_usec = t0.elapsed().as_micros() as u64;
@@ -488,6 +484,21 @@ impl Lifecycle {
         );
         *self.recovery.lock().unwrap() = report.clone();
         Ok(report)
+    }
+
+    /// Stop a unit during recovery. A failure is logged, not fatal: the
+    /// daemon must come up to manage the other sandboxes.
+    async fn recovery_stop(&self, id: &SandboxId, unit: &str) {
+        let r = if unit.ends_with(".scope") {
+            self.stop_scope(id, unit).await
+        } else {
+            self.systemd
+                .stop_unit(unit, self.settings.stop_timeout())
+                .await
+        };
+        if let Err(e) = r {
+            tracing::error!(sandbox_id = %id, unit = %unit, "sandbox {id}: stopping {unit} at recovery failed: {e}");
+        }
     }
 
     /// A `podscope-*` unit changed or went away: a Ready sandbox whose scope
