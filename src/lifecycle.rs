@@ -436,39 +436,15 @@ impl Lifecycle {
             known_netns.insert(netns);
             self.registry.insert(Entry::new(sb));
         }
-        let quarantined_ids: Vec<&str> =
-            report.quarantined.iter().map(|q| q.dir.as_str()).collect();
-        for (unit, state) in &units {
-            if known.contains(unit) || !is_active(state) {
-                continue;
-            }
-            let Some(id) = id_from_scope_unit(unit) else {
-                continue;
-            };
-            if quarantined_ids.contains(&id.as_str()) {
-                // Its record is damaged, not absent: leave the pod alone and
-                // let an operator decide.
-                warn!(sandbox_id = %id, unit = %unit, "scope {unit} of quarantined sandbox {id} left running");
-                continue;
-            }
-            warn!(sandbox_id = %id, unit = %unit, "scope {unit} has no sandbox record: stopping it");
-            self.recovery_stop(&id, unit).await;
-            report.orphans_stopped.push(unit.clone());
-        }
-        for (unit, state) in &netns_units {
-            if known_netns.contains(unit) || !is_active(state) {
-                continue;
-            }
-            let Some(id) = id_from_netns_unit(unit) else {
-                continue;
-            };
-            if quarantined_ids.contains(&id.as_str()) {
-                continue;
-            }
-            warn!(sandbox_id = %id, unit = %unit, "{unit} has no sandbox record: stopping it");
-            self.recovery_stop(&id, unit).await;
-            report.orphans_stopped.push(unit.clone());
-        }
+        let quarantined: Vec<&str> = report.quarantined.iter().map(|q| q.dir.as_str()).collect();
+        let mut orphans = self
+            .stop_orphans(&units, &known, &quarantined, id_from_scope_unit)
+            .await;
+        orphans.extend(
+            self.stop_orphans(&netns_units, &known_netns, &quarantined, id_from_netns_unit)
+                .await,
+        );
+        report.orphans_stopped = orphans;
         report.duration_usec = t0.elapsed().as_micros() as u64;
         info!(
             recovered = report.recovered,
@@ -484,6 +460,33 @@ impl Lifecycle {
         );
         *self.recovery.lock().unwrap() = report.clone();
         Ok(report)
+    }
+
+    /// Stop the active units in `units` that belong to no known sandbox.
+    /// A unit whose record is quarantined is damaged, not absent: it is left
+    /// running for an operator to decide.
+    async fn stop_orphans(
+        &self,
+        units: &std::collections::HashMap<String, String>,
+        known: &std::collections::HashSet<String>,
+        quarantined: &[&str],
+        id_of: fn(&str) -> Option<SandboxId>,
+    ) -> Vec<String> {
+        let mut stopped = Vec::new();
+        for (unit, state) in units {
+            if known.contains(unit) || !is_active(state) {
+                continue;
+            }
+            let Some(id) = id_of(unit) else { continue };
+            if quarantined.contains(&id.as_str()) {
+                warn!(sandbox_id = %id, unit = %unit, "{unit} of quarantined sandbox {id} left running");
+                continue;
+            }
+            warn!(sandbox_id = %id, unit = %unit, "{unit} has no sandbox record: stopping it");
+            self.recovery_stop(&id, unit).await;
+            stopped.push(unit.clone());
+        }
+        stopped
     }
 
     /// Stop a unit during recovery. A failure is logged, not fatal: the

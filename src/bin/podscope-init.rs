@@ -70,28 +70,6 @@ fn parse_args() -> Opts {
     o
 }
 
-fn loopback_up() {
-    // SAFETY: plain socket/ioctl calls on a zeroed ifreq we own.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            die("socket for loopback");
-        }
-        let mut ifr: libc::ifreq = std::mem::zeroed();
-        for (i, b) in b"lo".iter().enumerate() {
-            ifr.ifr_name[i] = *b as libc::c_char;
-        }
-        if libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut ifr) < 0 {
-            die("get loopback flags");
-        }
-        ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        if libc::ioctl(fd, libc::SIOCSIFFLAGS, &ifr) < 0 {
-            die("bring loopback up");
-        }
-        libc::close(fd);
-    }
-}
-
 #[repr(C)]
 struct CapHeader {
     version: u32,
@@ -194,12 +172,14 @@ fn run_init(ready_fd: libc::c_int) -> ! {
 
 fn main() {
     let o = parse_args();
+    // The pod's network namespace is made (and loopback brought up) by
+    // podscope-netns@<id>.service; the init only joins it.
+    if o.host_network == o.netns.is_some() {
+        usage("exactly one of --netns and --host-network is needed");
+    }
     let mut flags = 0;
     if !o.host_network {
         flags |= libc::CLONE_NEWUTS;
-        if o.netns.is_none() {
-            flags |= libc::CLONE_NEWNET;
-        }
     }
     if !o.host_ipc {
         flags |= libc::CLONE_NEWIPC;
@@ -231,9 +211,6 @@ fn main() {
                 if libc::sethostname(c.as_ptr(), h.len()) != 0 {
                     die("set hostname");
                 }
-            }
-            if o.netns.is_none() {
-                loopback_up();
             }
         }
         let mut fds = [0; 2];
