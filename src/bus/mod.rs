@@ -68,15 +68,32 @@ impl Service {
     /// Stop taking calls, then wait (at most `limit`) for the operations in
     /// flight to finish, so a restart does not cut a Start or Stop in half.
     pub async fn drain(&self, limit: std::time::Duration) {
-        if let Err(e) = self.conn.release_name(BUS_NAME).await {
-            warn!("releasing {BUS_NAME}: {e}");
+        // Bounded: shutdown must never hang on the bus.
+        match tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            self.conn.release_name(BUS_NAME),
+        )
+        .await
+        {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => warn!("releasing {BUS_NAME}: {e}"),
+            Err(_) => warn!("releasing {BUS_NAME}: no answer from the bus within 2 s"),
         }
         let mut rx = self.inflight.subscribe();
         let n = *rx.borrow();
         if n > 0 {
             tracing::info!("waiting for {n} operations in flight");
         }
-        let _ = tokio::time::timeout(limit, rx.wait_for(|n| *n == 0)).await;
+        if tokio::time::timeout(limit, rx.wait_for(|n| *n == 0))
+            .await
+            .is_err()
+        {
+            warn!(
+                "{} operations still in flight after {} s; exiting anyway",
+                *rx.borrow(),
+                limit.as_secs()
+            );
+        }
     }
 
     async fn authorize(&self, hdr: &Header<'_>, verb: &str, id: &str) -> Result<()> {
