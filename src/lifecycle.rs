@@ -223,8 +223,9 @@ impl Lifecycle {
         }
         let t0 = Instant::now();
         let unit = sb.unit();
-        if sb.has_netns() {
-            // The namespace may have been stopped since Create: bring it back.
+        if sb.has_netns() && !std::path::Path::new(&sb.netns_path()).exists() {
+            // The namespace unit was stopped since Create: bring it back.
+            // (A pinned namespace means the unit is up: no bus round-trip.)
             let netns = sb.netns_unit();
             self.systemd
                 .start_unit(&netns, self.settings.start_timeout())

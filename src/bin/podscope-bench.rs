@@ -29,6 +29,16 @@ impl Table {
         });
     }
 
+    /// A latency row: measured against an upper bound.
+    fn add_within(&mut self, figure: &str, measured: Duration, limit: Duration) {
+        let target = if limit.as_millis() % 1000 == 0 {
+            format!("<= {} s", limit.as_secs())
+        } else {
+            format!("<= {} ms", limit.as_millis())
+        };
+        self.add(figure, &target, ms(measured), Some(measured <= limit));
+    }
+
     fn print(&self) {
         let w0 = self
             .0
@@ -118,6 +128,29 @@ fn host() -> HashMap<&'static str, Value<'static>> {
     HashMap::from([("network", Value::from("host"))])
 }
 
+/// Create and start `n` sandboxes named `<prefix>-<i>` one after another;
+/// their ids and each one's Create+Start time.
+async fn create_started(
+    m: &ManagerProxy<'_>,
+    prefix: &str,
+    n: usize,
+    options: fn() -> HashMap<&'static str, Value<'static>>,
+) -> (Vec<String>, Vec<Duration>) {
+    let mut ids = Vec::with_capacity(n);
+    let mut times = Vec::with_capacity(n);
+    for i in 0..n {
+        let t0 = Instant::now();
+        let (id, _) = m
+            .create(&format!("{prefix}-{i}"), "bench", "u", 0, options())
+            .await
+            .unwrap();
+        m.start(&id).await.unwrap();
+        times.push(t0.elapsed());
+        ids.push(id);
+    }
+    (ids, times)
+}
+
 async fn connect() -> ManagerProxy<'static> {
     let conn = podscope::client::system_connection(Duration::from_secs(60))
         .await
@@ -167,19 +200,8 @@ async fn main() {
 
 async fn latency(m: &ManagerProxy<'_>, t: &mut Table) {
     // Lifecycle latency, host network, one client.
-    let n = 200;
-    let (mut cs, mut stop, mut rm) = (Vec::new(), Vec::new(), Vec::new());
-    let mut ids = Vec::new();
-    for i in 0..n {
-        let t0 = Instant::now();
-        let (id, _) = m
-            .create(&format!("lat-{i}"), "bench", "u", 0, host())
-            .await
-            .unwrap();
-        m.start(&id).await.unwrap();
-        cs.push(t0.elapsed());
-        ids.push(id);
-    }
+    let (ids, mut cs) = create_started(m, "lat", 200, host).await;
+    let (mut stop, mut rm) = (Vec::new(), Vec::new());
     // Init footprint, on the pods just started.
     let mut rss = Vec::new();
     let mut pss = Vec::new();
@@ -199,32 +221,20 @@ async fn latency(m: &ManagerProxy<'_>, t: &mut Table) {
     }
     let p50 = pct(&mut cs, 0.5);
     let p99 = pct(&mut cs, 0.99);
-    t.add(
+    t.add_within(
         "Create+Start p50 (host net, 200)",
-        "<= 15 ms",
-        ms(p50),
-        Some(p50 <= Duration::from_millis(15)),
+        p50,
+        Duration::from_millis(15),
     );
-    t.add(
+    t.add_within(
         "Create+Start p99 (host net, 200)",
-        "<= 50 ms",
-        ms(p99),
-        Some(p99 <= Duration::from_millis(50)),
+        p99,
+        Duration::from_millis(50),
     );
     let s50 = pct(&mut stop, 0.5);
     let r50 = pct(&mut rm, 0.5);
-    t.add(
-        "Stop p50",
-        "<= 15 ms",
-        ms(s50),
-        Some(s50 <= Duration::from_millis(15)),
-    );
-    t.add(
-        "Remove p50",
-        "<= 15 ms",
-        ms(r50),
-        Some(r50 <= Duration::from_millis(15)),
-    );
+    t.add_within("Stop p50", s50, Duration::from_millis(15));
+    t.add_within("Remove p50", r50, Duration::from_millis(15));
     let max_rss = *rss.iter().max().unwrap();
     let avg_pss = pss.iter().sum::<u64>() as f64 / pss.len() as f64;
     t.add(
@@ -241,18 +251,7 @@ async fn latency(m: &ManagerProxy<'_>, t: &mut Table) {
     );
 
     // Pod network (netns unit, no CNI yet): a baseline for issue 3.
-    let mut pod = Vec::new();
-    let mut ids = Vec::new();
-    for i in 0..50 {
-        let t0 = Instant::now();
-        let (id, _) = m
-            .create(&format!("podnet-{i}"), "bench", "u", 0, HashMap::new())
-            .await
-            .unwrap();
-        m.start(&id).await.unwrap();
-        pod.push(t0.elapsed());
-        ids.push(id);
-    }
+    let (ids, mut pod) = create_started(m, "podnet", 50, HashMap::new).await;
     let mut podrm = Vec::new();
     for id in &ids {
         let t0 = Instant::now();
@@ -281,15 +280,7 @@ async fn alive(t: &mut Table) {
     let pid = daemon_pid();
     let (rss0, _) = rss_pss(pid);
     let alive = 1000;
-    let mut ids = Vec::new();
-    for i in 0..alive {
-        let (id, _) = m
-            .create(&format!("alive-{i}"), "bench", "u", 0, host())
-            .await
-            .unwrap();
-        m.start(&id).await.unwrap();
-        ids.push(id);
-    }
+    let (ids, _) = create_started(&m, "alive", alive, host).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (rss1, _) = rss_pss(pid);
     let per = (rss1.saturating_sub(rss0)) as f64 / alive as f64;
@@ -313,12 +304,7 @@ async fn alive(t: &mut Table) {
         st.push(t0.elapsed());
     }
     let st50 = pct(&mut st, 0.5);
-    t.add(
-        "Status p50, 1000 alive",
-        "<= 2 ms",
-        ms(st50),
-        Some(st50 <= Duration::from_millis(2)),
-    );
+    t.add_within("Status p50, 1000 alive", st50, Duration::from_millis(2));
     let mut ls = Vec::new();
     for _ in 0..30 {
         let t0 = Instant::now();
@@ -327,12 +313,7 @@ async fn alive(t: &mut Table) {
         assert_eq!(l.len(), alive);
     }
     let ls50 = pct(&mut ls, 0.5);
-    t.add(
-        "List p50, 1000 alive",
-        "<= 50 ms",
-        ms(ls50),
-        Some(ls50 <= Duration::from_millis(50)),
-    );
+    t.add_within("List p50, 1000 alive", ls50, Duration::from_millis(50));
 
     // Recovery: what the daemon measured, and restart-to-answer wall time.
     let t0 = Instant::now();
@@ -347,11 +328,10 @@ async fn alive(t: &mut Table) {
         alive as u64,
         "every pod still ready after the restart"
     );
-    t.add(
+    t.add_within(
         "recovery of 1000 (daemon-measured)",
-        "<= 2 s",
-        ms(rec),
-        Some(rec <= Duration::from_secs(2)),
+        rec,
+        Duration::from_secs(2),
     );
     t.add("restart until answering, 1000", "report", ms(wall), None);
     remove_all(&m).await;

@@ -6,11 +6,11 @@
 //! run in the multi-threaded daemon, and a unit makes the namespace visible
 //! to and controllable by systemd.
 
+use podscope::domain::sandbox::{netns_path_of, NETNS_DIR};
+use podscope::domain::SandboxId;
 use std::ffi::CString;
 use std::io::Write;
 use std::process::exit;
-
-const NETNS_DIR: &str = "/run/netns";
 
 fn die(what: &str) -> ! {
     let err = std::io::Error::last_os_error();
@@ -26,50 +26,42 @@ fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
+/// mount(2) without data; false on failure (errno is left for the caller).
+fn mount(src: &CString, target: &CString, flags: libc::c_ulong) -> bool {
+    let none = cstr("none");
+    // SAFETY: valid C strings; a null data pointer is allowed.
+    unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            none.as_ptr(),
+            flags,
+            std::ptr::null(),
+        ) == 0
+    }
+}
+
 /// Make /run/netns a shared mount point, so that namespaces pinned in it are
 /// seen from every mount namespace (what `ip netns add` does too).
 fn prepare_dir() {
     let dir = cstr(NETNS_DIR);
-    // SAFETY: mkdir/mount with valid C strings; results checked.
-    unsafe {
-        if libc::mkdir(dir.as_ptr(), 0o755) != 0 && errno() != libc::EEXIST {
-            die("create /run/netns");
-        }
-        let none = cstr("none");
-        if libc::mount(
-            none.as_ptr(),
-            dir.as_ptr(),
-            none.as_ptr(),
-            libc::MS_SHARED | libc::MS_REC,
-            std::ptr::null(),
-        ) == 0
-        {
-            return;
-        }
-        if errno() != libc::EINVAL {
-            die("make /run/netns shared");
-        }
-        // Not a mount point yet: bind it onto itself first.
-        if libc::mount(
-            dir.as_ptr(),
-            dir.as_ptr(),
-            none.as_ptr(),
-            libc::MS_BIND | libc::MS_REC,
-            std::ptr::null(),
-        ) != 0
-        {
-            die("bind-mount /run/netns");
-        }
-        if libc::mount(
-            none.as_ptr(),
-            dir.as_ptr(),
-            none.as_ptr(),
-            libc::MS_SHARED | libc::MS_REC,
-            std::ptr::null(),
-        ) != 0
-        {
-            die("make /run/netns shared");
-        }
+    let none = cstr("none");
+    // SAFETY: mkdir with a valid C string.
+    if unsafe { libc::mkdir(dir.as_ptr(), 0o755) } != 0 && errno() != libc::EEXIST {
+        die("create /run/netns");
+    }
+    if mount(&none, &dir, libc::MS_SHARED | libc::MS_REC) {
+        return;
+    }
+    if errno() != libc::EINVAL {
+        die("make /run/netns shared");
+    }
+    // Not a mount point yet: bind it onto itself first.
+    if !mount(&dir, &dir, libc::MS_BIND | libc::MS_REC) {
+        die("bind-mount /run/netns");
+    }
+    if !mount(&none, &dir, libc::MS_SHARED | libc::MS_REC) {
+        die("make /run/netns shared");
     }
 }
 
@@ -114,16 +106,7 @@ fn add(path: &str) {
             die("unshare network namespace");
         }
         loopback_up();
-        let src = cstr("/proc/self/ns/net");
-        let none = cstr("none");
-        if libc::mount(
-            src.as_ptr(),
-            p.as_ptr(),
-            none.as_ptr(),
-            libc::MS_BIND,
-            std::ptr::null(),
-        ) != 0
-        {
+        if !mount(&cstr("/proc/self/ns/net"), &p, libc::MS_BIND) {
             let _ = libc::unlink(p.as_ptr());
             die(&format!("pin the namespace at {path}"));
         }
@@ -155,14 +138,13 @@ fn main() {
             exit(2)
         }
     };
-    if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        let _ = writeln!(
-            std::io::stderr(),
-            "podscope-netns: {id:?} is not a sandbox id"
-        );
-        exit(2);
-    }
-    let path = format!("{NETNS_DIR}/podscope-{id}");
+    let path = match SandboxId::parse(id) {
+        Ok(id) => netns_path_of(&id),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "podscope-netns: {e}");
+            exit(2)
+        }
+    };
     match verb {
         "add" => add(&path),
         _ => del(&path),

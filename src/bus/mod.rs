@@ -317,7 +317,7 @@ async fn changed(
     let sb = entry.snapshot();
     let path = sandbox_path(id);
     let emitter = SignalEmitter::new(conn, path.as_ref())?;
-    let netns = options::netns_path(&sb);
+    let netns = options::live_netns_path(&sb);
     let changed: HashMap<&str, Value<'_>> = HashMap::from([
         ("State", Value::from(sb.state.as_str())),
         ("StartedAt", Value::from(sb.started_at)),

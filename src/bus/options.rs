@@ -164,7 +164,7 @@ fn resources_dict(r: &Resources) -> HashMap<String, OwnedValue> {
 }
 
 /// Where the pod's network namespace is, while it has one.
-pub fn netns_path(sb: &Sandbox) -> String {
+pub fn live_netns_path(sb: &Sandbox) -> String {
     if sb.has_netns() && sb.state != State::NotReady {
         sb.netns_path()
     } else {
@@ -236,7 +236,7 @@ pub fn status_dict(sb: &Sandbox) -> Dict {
     put("pid_namespace", ov(c.pid_namespace.as_str()));
     put("ipc_namespace", ov(c.ipc_namespace.as_str()));
     put("cgroup_parent", ov(c.cgroup_parent.as_str()));
-    put("netns_path", ov(netns_path(sb)));
+    put("netns_path", ov(live_netns_path(sb)));
     put(
         "netns_unit",
         ov(if sb.has_netns() {

@@ -3,7 +3,7 @@
 //! lifecycle methods.
 
 use super::errors::BusError;
-use super::options::netns_path;
+use super::options::live_netns_path;
 use super::Service;
 use crate::registry::Entry;
 use std::collections::HashMap;
@@ -103,7 +103,7 @@ impl SandboxObject {
     }
     #[zbus(property)]
     fn netns_path(&self) -> String {
-        self.entry.with(netns_path)
+        self.entry.with(live_netns_path)
     }
     #[zbus(property, name = "IPs")]
     fn ips(&self) -> Vec<String> {

@@ -40,8 +40,17 @@ impl Sandbox {
     }
 
     pub fn netns_path(&self) -> String {
-        format!("/run/netns/podscope-{}", self.id)
+        netns_path_of(&self.id)
     }
+}
+
+/// Where network namespaces are pinned (the iproute2 convention, so
+/// `ip netns` lists ours).
+pub const NETNS_DIR: &str = "/run/netns";
+
+/// Where a pod's network namespace is pinned.
+pub fn netns_path_of(id: &SandboxId) -> String {
+    format!("{NETNS_DIR}/podscope-{id}")
 }
 
 pub fn netns_unit_name(id: &SandboxId) -> String {
