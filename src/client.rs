@@ -68,6 +68,10 @@ pub trait Sandbox {
     fn reason(&self) -> zbus::Result<String>;
     #[zbus(property)]
     fn labels(&self) -> zbus::Result<HashMap<String, String>>;
+    #[zbus(property, name = "IPs")]
+    fn ips(&self) -> zbus::Result<Vec<String>>;
+    #[zbus(property)]
+    fn netns_path(&self) -> zbus::Result<String>;
 }
 
 /// A system-bus connection whose method calls give up after `timeout`
@@ -119,4 +123,14 @@ pub fn dict_map(d: &Dict, key: &str) -> HashMap<String, String> {
     d.get(key)
         .and_then(|v| HashMap::<String, String>::try_from(v.try_clone().ok()?).ok())
         .unwrap_or_default()
+}
+
+pub fn dict_strs(d: &Dict, key: &str) -> Vec<String> {
+    d.get(key)
+        .and_then(|v| Vec::<String>::try_from(v.try_clone().ok()?).ok())
+        .unwrap_or_default()
+}
+
+pub fn dict_bool(d: &Dict, key: &str) -> bool {
+    matches!(d.get(key).map(|v| &**v), Some(Value::Bool(true)))
 }

@@ -30,6 +30,15 @@ pub fn init_args(sb: &Sandbox) -> Vec<String> {
     if c.ipc_namespace == NamespaceMode::Node {
         args.push("--host-ipc".into());
     }
+    // Written by the init once it is in the pod's namespaces (validated as
+    // namespaced ones by SandboxConfig::validate).
+    for (name, value) in &c.sysctls {
+        args.push("--sysctl".into());
+        args.push(format!(
+            "{}={value}",
+            crate::domain::network::sysctl_proc_path(name)
+        ));
+    }
     args
 }
 
@@ -92,6 +101,9 @@ mod tests {
             slice: String::new(),
             init_pid: 0,
             reason: String::new(),
+            network: Default::default(),
+            resolv_conf_path: String::new(),
+            hostname_path: String::new(),
         }
     }
 

@@ -3,11 +3,13 @@
 
 pub mod bus;
 pub mod client;
+pub mod cni;
 pub mod domain;
 pub mod error;
 pub mod init_spawn;
 pub mod lifecycle;
 pub mod logging;
+pub mod pod_files;
 pub mod registry;
 pub mod settings;
 pub mod store;

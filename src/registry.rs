@@ -181,6 +181,9 @@ mod tests {
             slice: String::new(),
             init_pid: 0,
             reason: String::new(),
+            network: Default::default(),
+            resolv_conf_path: String::new(),
+            hostname_path: String::new(),
         }
     }
 

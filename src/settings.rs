@@ -29,6 +29,14 @@ pub struct Settings {
     pub start_timeout_ms: u64,
     /// Upper bound for stopping a pod's scope before it is killed.
     pub stop_timeout_ms: u64,
+    /// CNI network config lists (`.conflist`, `.conf`, `.json`).
+    pub cni_conf_dir: PathBuf,
+    /// Where CNI plugins are looked up, in order.
+    pub cni_bin_dirs: Vec<PathBuf>,
+    /// The CNI network to use; empty = the lexically first valid config.
+    pub cni_network: String,
+    /// A CNI plugin still running after this long is killed and its step fails.
+    pub cni_plugin_timeout_ms: u64,
 }
 
 impl Default for Settings {
@@ -41,6 +49,14 @@ impl Default for Settings {
             runtime_handlers: vec!["podscope".into()],
             start_timeout_ms: 10_000,
             stop_timeout_ms: 10_000,
+            cni_conf_dir: "/etc/cni/net.d".into(),
+            cni_bin_dirs: vec![
+                "/opt/cni/bin".into(),
+                "/usr/lib/cni".into(),
+                "/usr/libexec/cni".into(),
+            ],
+            cni_network: String::new(),
+            cni_plugin_timeout_ms: 60_000,
         }
     }
 }
@@ -63,6 +79,7 @@ impl Settings {
         for (name, v) in [
             ("start_timeout_ms", s.start_timeout_ms),
             ("stop_timeout_ms", s.stop_timeout_ms),
+            ("cni_plugin_timeout_ms", s.cni_plugin_timeout_ms),
         ] {
             if v == 0 {
                 return Err(Error::invalid(name, "must be greater than 0"));
@@ -84,6 +101,15 @@ impl Settings {
         Duration::from_millis(self.stop_timeout_ms)
     }
 
+    pub fn cni(&self) -> crate::cni::CniSettings {
+        crate::cni::CniSettings {
+            conf_dir: self.cni_conf_dir.clone(),
+            bin_dirs: self.cni_bin_dirs.clone(),
+            network: self.cni_network.clone(),
+            plugin_timeout: Duration::from_millis(self.cni_plugin_timeout_ms),
+        }
+    }
+
     pub fn handler_known(&self, handler: &str) -> bool {
         handler.is_empty() || self.runtime_handlers.iter().any(|h| h == handler)
     }
@@ -102,6 +128,8 @@ mod tests {
         assert!(s.handler_known("podscope"));
         assert!(!s.handler_known("kata"));
         assert!(s.init_path.ends_with("podscope-init"));
+        assert_eq!(s.cni().conf_dir, Path::new("/etc/cni/net.d"));
+        assert_eq!(s.cni_bin_dirs.len(), 3);
     }
 
     #[test]

@@ -239,6 +239,9 @@ pub(crate) mod tests {
             slice: "podscope.slice".into(),
             init_pid: 0,
             reason: String::new(),
+            network: Default::default(),
+            resolv_conf_path: String::new(),
+            hostname_path: String::new(),
         }
     }
 

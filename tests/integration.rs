@@ -4,10 +4,12 @@
 //! sandboxes; tests that restart the daemon leave it running.
 
 mod common;
+#[path = "cases/network.rs"]
+mod network;
 
 use common::*;
 use futures_util::StreamExt;
-use podscope::client::{classify, dict_str, dict_u64, SandboxProxy};
+use podscope::client::{classify, dict_str, dict_strs, dict_u64, SandboxProxy};
 use podscope::ErrorKind;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -1062,7 +1064,10 @@ async fn calls_queued_by_activation_are_answered() {
             .unwrap();
         let m = podscope::client::ManagerProxy::new(&conn).await.unwrap();
         m.version().await.unwrap_or_else(|e| {
-            panic!("round {round}: call queued during activation not answered: {e}")
+            let (_, journal, _) = sh_out(
+                "journalctl -u podscoped -o short-precise --no-pager -n 40; systemctl status --no-pager podscoped",
+            );
+            panic!("round {round}: call queued during activation not answered: {e}\n{journal}")
         });
     }
     let (m, _) = manager().await;
@@ -1166,7 +1171,17 @@ async fn a_failed_scope_job_is_reported_and_rolled_back() {
         "names sandbox and step: {msg}"
     );
     assert!(msg.contains("masked"), "carries systemd's reason: {msg}");
-    assert_eq!(dict_str(&m.status(&id).await.unwrap(), "state"), "created");
+    // A failed Start undoes everything: the network is released, the
+    // namespace unpinned, and the sandbox is not ready, saying why.
+    let st = m.status(&id).await.unwrap();
+    assert_eq!(dict_str(&st, "state"), "notready");
+    assert!(
+        dict_str(&st, "reason").starts_with("start failed: "),
+        "{st:?}"
+    );
+    assert!(dict_strs(&st, "ips").is_empty());
+    assert!(!std::path::Path::new(&format!("/run/netns/podscope-{id}")).exists());
+    assert!(host_local_owner_ips("podscope-test", &id).is_empty());
     // The init spawned for it is gone, and so is any scope.
     wait_until(Duration::from_secs(2), || {
         sh_status(&format!("pgrep -f -- '--id {id}'")) != 0
@@ -1215,12 +1230,13 @@ async fn unprivileged_callers_may_read_but_not_manage() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn failed_init_rolls_back_and_leaves_the_sandbox_created() {
+async fn failed_init_undoes_the_network_and_leaves_the_sandbox_notready() {
     let (m, _) = manager().await;
     let (id, _) = m
         .create(&uniq("initfail"), "default", "u", 0, HashMap::new())
         .await
         .unwrap();
+    assert_eq!(host_local_owner_ips("podscope-test", &id).len(), 1);
     with_config("init_path = \"/bin/false\"\n", || async {
         let (m, _) = manager().await;
         let (k, msg) = classify(&m.start(&id).await.unwrap_err());
@@ -1229,16 +1245,27 @@ async fn failed_init_rolls_back_and_leaves_the_sandbox_created() {
             msg.contains(&id) && msg.contains("spawn podscope-init"),
             "{msg}"
         );
-        assert_eq!(dict_str(&m.status(&id).await.unwrap(), "state"), "created");
+        let st = m.status(&id).await.unwrap();
+        assert_eq!(dict_str(&st, "state"), "notready");
+        assert!(
+            dict_str(&st, "reason").contains("spawn podscope-init"),
+            "{st:?}"
+        );
         assert_ne!(
             sh_status(&format!("systemctl is-active --quiet podscope-{id}.scope")),
             0
         );
+        assert!(
+            host_local_owner_ips("podscope-test", &id).is_empty(),
+            "address released"
+        );
+        assert!(
+            !std::path::Path::new(&netns_path(&id)).exists(),
+            "namespace released"
+        );
     })
     .await;
-    // With the real init the same sandbox starts fine.
     let (m, _) = manager().await;
-    m.start(&id).await.unwrap();
     m.remove(&id).await.unwrap();
 }
 
@@ -1249,11 +1276,10 @@ async fn an_invalid_config_stops_the_daemon_with_a_named_error() {
     let rc = sh_status("systemctl reset-failed podscoped; systemctl start podscoped");
     restore_config();
     assert_ne!(rc, 0, "podscoped must refuse a config with an unknown key");
-    let log = sh("journalctl -u podscoped -o cat --no-pager -n 50");
-    assert!(
-        log.contains("stop_timeut_ms"),
-        "the error names the key: {log}"
-    );
+    // The failing daemon's last words may reach the journal a moment later.
+    wait_until(Duration::from_secs(5), || {
+        sh("journalctl -u podscoped -o cat --no-pager -n 400").contains("stop_timeut_ms")
+    });
     daemon("start");
 }
 

@@ -173,7 +173,7 @@ async fn remove_all(m: &ManagerProxy<'_>) {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    // Sections to run (default: all): latency, alive, throughput.
+    // Sections to run (default: all): latency, network, alive, throughput.
     let only: Vec<String> = std::env::args().skip(1).collect();
     let run = |s: &str| only.is_empty() || only.iter().any(|o| o == s);
     let mut t = Table::default();
@@ -182,6 +182,9 @@ async fn main() {
     remove_all(&m).await;
     if run("latency") {
         latency(&m, &mut t).await;
+    }
+    if run("network") {
+        network(&m, &mut t).await;
     }
     if run("alive") {
         alive(&mut t).await;
@@ -249,27 +252,156 @@ async fn latency(m: &ManagerProxy<'_>, t: &mut Table) {
         format!("{avg_pss:.0} KiB"),
         None,
     );
+}
 
-    // Pod network (netns unit, no CNI yet): a baseline for issue 3.
-    let (ids, mut pod) = create_started(m, "podnet", 50, HashMap::new).await;
-    let mut podrm = Vec::new();
+/// Time inside the CNI plugins during each of `ids`' teardown (DEL), from
+/// the daemon's journal.
+fn del_plugin_times(ids: &[String]) -> Vec<Duration> {
+    let out = sh("journalctl -u podscoped -o json --no-pager -n 20000");
+    let want: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
+    out.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| {
+            v.get("SANDBOX_ID")
+                .and_then(|s| s.as_str())
+                .is_some_and(|id| want.contains(id))
+                && v.get("MESSAGE")
+                    .and_then(|s| s.as_str())
+                    .is_some_and(|m| m.ends_with("network detached"))
+        })
+        .filter_map(|v| v.get("PLUGIN_US")?.as_str()?.parse().ok())
+        .map(Duration::from_micros)
+        .collect()
+}
+
+/// The daemon's own per-step timings for `ids`, from its journal fields:
+/// (Create+Start total, time in CNI plugins, CNI runtime's own time).
+fn daemon_timings(ids: &[String]) -> Vec<(Duration, Duration, Duration)> {
+    let out = sh("journalctl -u podscoped -o json --no-pager -n 20000");
+    let mut by_id: HashMap<String, [u64; 4]> = HashMap::new();
+    let field =
+        |v: &serde_json::Value, k: &str| -> Option<u64> { v.get(k)?.as_str()?.parse().ok() };
+    for line in out.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let Some(id) = v.get("SANDBOX_ID").and_then(|s| s.as_str()) else {
+            continue;
+        };
+        let msg = v.get("MESSAGE").and_then(|s| s.as_str()).unwrap_or("");
+        let e = by_id.entry(id.to_owned()).or_default();
+        if msg.contains("network") && msg.contains("attached") {
+            e[1] = field(&v, "PLUGIN_US").unwrap_or(0);
+            e[2] = field(&v, "OVERHEAD_US").unwrap_or(0);
+        } else if msg.ends_with(" created") {
+            e[0] = field(&v, "ELAPSED_US").unwrap_or(0);
+        } else if msg.contains(" started in ") {
+            e[3] = field(&v, "TOTAL_US").unwrap_or(0);
+        }
+    }
+    ids.iter()
+        .filter_map(|id| by_id.get(id))
+        .filter(|e| e[0] > 0 && e[1] > 0)
+        .map(|e| {
+            (
+                Duration::from_micros(e[0] + e[3]),
+                Duration::from_micros(e[1]),
+                Duration::from_micros(e[2]),
+            )
+        })
+        .collect()
+}
+
+/// Pod network through the CNI config in /etc/cni/net.d (the harness's
+/// bridge + host-local + portmap + loopback list, Debian's plugins).
+async fn network(m: &ManagerProxy<'_>, t: &mut Table) {
+    let n = 100;
+    let (ids, mut cs) = create_started(m, "net", n, HashMap::new).await;
+    let mut timings = daemon_timings(&ids);
+    assert!(!timings.is_empty(), "no step timings found in the journal");
+    let mut rm = Vec::new();
     for id in &ids {
         let t0 = Instant::now();
+        m.stop(id).await.unwrap();
         m.remove(id).await.unwrap();
-        podrm.push(t0.elapsed());
+        rm.push(t0.elapsed());
     }
-    t.add(
-        "Create+Start p50 (pod net: netns unit, no CNI)",
-        "report",
-        ms(pct(&mut pod, 0.5)),
-        None,
+    t.add_within(
+        "Create+Start p50 (bridge CNI, 100)",
+        pct(&mut cs, 0.5),
+        Duration::from_millis(60),
     );
     t.add(
-        "Stop+Remove p50 (pod net: netns unit, no CNI)",
+        "Create+Start p99 (bridge CNI, 100)",
         "report",
-        ms(pct(&mut podrm, 0.5)),
+        ms(pct(&mut cs, 0.99)),
         None,
     );
+    let mut runtime: Vec<Duration> = timings.iter().map(|x| x.2).collect();
+    t.add_within(
+        "CNI step outside the plugins p50",
+        pct(&mut runtime, 0.5),
+        Duration::from_millis(5),
+    );
+    let mut plugins: Vec<Duration> = timings.iter().map(|x| x.1).collect();
+    t.add(
+        "time inside CNI plugins p50 (4 plugins)",
+        "report",
+        ms(pct(&mut plugins, 0.5)),
+        None,
+    );
+    let mut outside: Vec<Duration> = timings
+        .iter_mut()
+        .map(|x| x.0.saturating_sub(x.1))
+        .collect();
+    t.add(
+        "daemon Create+Start outside plugins p50",
+        "report",
+        ms(pct(&mut outside, 0.5)),
+        None,
+    );
+    t.add_within(
+        "Stop+Remove p50 (CNI DEL)",
+        pct(&mut rm, 0.5),
+        Duration::from_millis(60),
+    );
+    let mut del = del_plugin_times(&ids);
+    if !del.is_empty() {
+        t.add(
+            "time inside CNI plugins during DEL p50",
+            "report",
+            ms(pct(&mut del, 0.5)),
+            None,
+        );
+    }
+
+    // 100 pods with networks, 4 parallel clients.
+    let (total, clients) = (100, 4);
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        tasks.push(tokio::spawn(async move {
+            let m = connect().await;
+            for i in 0..total / clients {
+                let (id, _) = m
+                    .create(&format!("netp-{c}-{i}"), "bench", "u", 0, HashMap::new())
+                    .await
+                    .unwrap();
+                m.start(&id).await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let rate = total as f64 / t0.elapsed().as_secs_f64();
+    t.add(
+        "Create+Start, pod net, 4 clients, 100",
+        ">= 20 /s",
+        format!("{rate:.0} /s"),
+        Some(rate >= 20.0),
+    );
+    remove_all(m).await;
 }
 
 /// 1000 sandboxes alive: memory, Status, List, recovery.

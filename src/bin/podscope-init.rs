@@ -21,6 +21,8 @@ struct Opts {
     host_network: bool,
     host_ipc: bool,
     pid_namespace: bool,
+    /// (/proc/sys path, value)
+    sysctls: Vec<(String, String)>,
 }
 
 fn die(what: &str) -> ! {
@@ -32,7 +34,7 @@ fn die(what: &str) -> ! {
 fn usage(msg: &str) -> ! {
     let _ = writeln!(
         std::io::stderr(),
-        "podscope-init: {msg}\nusage: podscope-init --id ID [--hostname NAME] [--host-network] [--host-ipc] [--pid-namespace]"
+        "podscope-init: {msg}\nusage: podscope-init --id ID (--netns PATH | --host-network) [--hostname NAME] [--host-ipc] [--pid-namespace] [--sysctl /proc/sys/PATH=VALUE]..."
     );
     exit(2)
 }
@@ -44,6 +46,7 @@ fn parse_args() -> Opts {
         host_network: false,
         host_ipc: false,
         pid_namespace: false,
+        sysctls: Vec::new(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -64,6 +67,18 @@ fn parse_args() -> Opts {
             "--host-network" => o.host_network = true,
             "--host-ipc" => o.host_ipc = true,
             "--pid-namespace" => o.pid_namespace = true,
+            "--sysctl" => {
+                let kv = args
+                    .next()
+                    .unwrap_or_else(|| usage("--sysctl needs PATH=VALUE"));
+                let (path, value) = kv
+                    .split_once('=')
+                    .unwrap_or_else(|| usage("--sysctl needs PATH=VALUE"));
+                if !path.starts_with("/proc/sys/") || path.contains("/../") {
+                    usage(&format!("--sysctl: {path:?} is not under /proc/sys"));
+                }
+                o.sysctls.push((path.to_owned(), value.to_owned()));
+            }
             _ => usage(&format!("unknown argument {a:?}")),
         }
     }
@@ -204,6 +219,17 @@ fn main() {
         }
         if flags != 0 && libc::unshare(flags) != 0 {
             die("unshare namespaces");
+        }
+        // Now in the pod's network and IPC namespaces: /proc/sys/net and the
+        // IPC sysctls written here are the pod's own.
+        for (path, value) in &o.sysctls {
+            if let Err(e) = std::fs::write(path, value) {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "podscope-init: set sysctl {path} = {value:?}: {e}"
+                );
+                exit(1);
+            }
         }
         if !o.host_network {
             if let Some(h) = &o.hostname {

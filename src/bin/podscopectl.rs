@@ -1,6 +1,6 @@
 //! podscopectl: inspect and drive podscope sandboxes (machinectl-like).
 
-use podscope::client::{classify, dict_map, dict_str, dict_u64, Dict, ManagerProxy};
+use podscope::client::{classify, dict_map, dict_str, dict_strs, dict_u64, Dict, ManagerProxy};
 use std::collections::HashMap;
 use std::process::ExitCode;
 use zbus::zvariant::Value;
@@ -15,7 +15,9 @@ Commands:
       --attempt N  --hostname NAME  --host-network  --pid-namespace pod|container|node
       --label K=V  --annotation K=V  --cgroup-parent PARENT  --log-directory DIR
       --runtime-handler NAME  --memory BYTES  --cpu-quota USEC  --cpu-period USEC
-      --cpu-shares N  --pids-limit N  --start (start it too)
+      --cpu-shares N  --pids-limit N  --port HOST:CONTAINER[/PROTO]
+      --dns-server IP  --dns-search DOMAIN  --dns-option OPT  --sysctl K=V
+      --start (start it too)
   start ID...    stop ID...    rm ID...
   info                                    runtime version and readiness";
 
@@ -223,6 +225,25 @@ async fn status(m: &ManagerProxy<'_>, id: &str) -> Result<(), Fail> {
     if !netns.is_empty() {
         show("Netns", netns);
     }
+    let ips = dict_strs(&d, "ips");
+    if !ips.is_empty() {
+        show(
+            "IPs",
+            format!(
+                "{} (CNI network {})",
+                ips.join(", "),
+                dict_str(&d, "network_name")
+            ),
+        );
+    }
+    let net_err = dict_str(&d, "network_error");
+    if !net_err.is_empty() {
+        show("Network error", net_err);
+    }
+    let resolv = dict_str(&d, "resolv_conf_path");
+    if !resolv.is_empty() {
+        show("resolv.conf", resolv);
+    }
     show("Hostname", dict_str(&d, "hostname"));
     show("PID namespace", dict_str(&d, "pid_namespace"));
     let handler = dict_str(&d, "runtime_handler");
@@ -265,6 +286,9 @@ async fn create(m: &ManagerProxy<'_>, args: &[String]) -> Result<(), Fail> {
     let mut labels = HashMap::new();
     let mut annotations = HashMap::new();
     let mut resources: HashMap<&str, Value<'_>> = HashMap::new();
+    let mut ports_list: Vec<HashMap<&str, Value<'_>>> = Vec::new();
+    let mut dns: HashMap<&str, Vec<String>> = HashMap::new();
+    let mut sysctls = HashMap::new();
     let mut it = rest.iter();
     while let Some(a) = it.next() {
         let mut val = || {
@@ -299,6 +323,26 @@ async fn create(m: &ManagerProxy<'_>, args: &[String]) -> Result<(), Fail> {
             "--cpu-period" => _ = resources.insert("cpu_period", num(val()?)?.into()),
             "--cpu-shares" => _ = resources.insert("cpu_shares", num(val()?)?.into()),
             "--pids-limit" => _ = resources.insert("pids_limit", num(val()?)?.into()),
+            "--port" => {
+                let v = val()?;
+                let (ports, proto) = v.split_once('/').unwrap_or((&v, "tcp"));
+                let (host, container) = ports
+                    .split_once(':')
+                    .ok_or_else(|| Fail(format!("--port: {v:?} is not HOST:CONTAINER[/PROTO]")))?;
+                let pm: HashMap<&str, Value<'_>> = HashMap::from([
+                    ("host_port", num(host.to_owned())?.into()),
+                    ("container_port", num(container.to_owned())?.into()),
+                    ("protocol", proto.to_owned().into()),
+                ]);
+                ports_list.push(pm);
+            }
+            "--dns-server" => dns.entry("servers").or_default().push(val()?),
+            "--dns-search" => dns.entry("searches").or_default().push(val()?),
+            "--dns-option" => dns.entry("options").or_default().push(val()?),
+            "--sysctl" => {
+                let (k, v) = kv(&val()?, a)?;
+                sysctls.insert(k, v);
+            }
             "--start" => start = true,
             other => return Err(Fail(format!("create: unknown option {other:?}"))),
         }
@@ -311,6 +355,15 @@ async fn create(m: &ManagerProxy<'_>, args: &[String]) -> Result<(), Fail> {
     }
     if !resources.is_empty() {
         opts.insert("resources", resources.into());
+    }
+    if !ports_list.is_empty() {
+        opts.insert("port_mappings", ports_list.into());
+    }
+    if !dns.is_empty() {
+        opts.insert("dns", dns.into());
+    }
+    if !sysctls.is_empty() {
+        opts.insert("sysctls", sysctls.into());
     }
     let (id, _) = m.create(name, &namespace, &uid, attempt, opts).await?;
     if start {

@@ -115,7 +115,7 @@ impl Manager {
     // Ready conditions as (type, status, reason, message), plus counters.
     #[zbus(out_args("conditions", "info"))]
     async fn runtime_status(&self) -> (Vec<(String, bool, String, String)>, Dict) {
-        self.service.runtime_status()
+        self.service.runtime_status().await
     }
 
     #[zbus(signal)]

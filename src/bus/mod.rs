@@ -168,19 +168,41 @@ impl Service {
         Ok(())
     }
 
-    pub fn runtime_status(&self) -> (Vec<(String, bool, String, String)>, Info) {
+    pub async fn runtime_status(&self) -> (Vec<(String, bool, String, String)>, Info) {
         let lc = &self.lifecycle;
         let rec = lc.recovery_report();
-        let conditions = vec![
-            ("RuntimeReady".to_owned(), true, String::new(), String::new()),
-            (
+        let network = match lc.cni.readiness().await {
+            Ok(list) => (
                 "NetworkReady".to_owned(),
                 true,
                 String::new(),
-                "each pod gets a network namespace (podscope-netns@<id>.service) with loopback up; \
-                 CNI is not wired in yet; host-network pods share the host's"
-                    .to_owned(),
+                format!(
+                    "CNI network {:?} ({}, cniVersion {}, plugins {})",
+                    list.name,
+                    list.source.display(),
+                    list.cni_version,
+                    list.plugins
+                        .iter()
+                        .map(|p| p.plugin_type.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             ),
+            Err(nr) => (
+                "NetworkReady".to_owned(),
+                false,
+                nr.reason.to_owned(),
+                nr.message,
+            ),
+        };
+        let conditions = vec![
+            (
+                "RuntimeReady".to_owned(),
+                true,
+                String::new(),
+                String::new(),
+            ),
+            network,
         ];
         let quarantined: Vec<(String, String, String)> = rec
             .quarantined
@@ -205,6 +227,10 @@ impl Service {
             (
                 "orphans_stopped".to_owned(),
                 info_value(rec.orphans_stopped.clone()),
+            ),
+            (
+                "network_teardowns_owed".to_owned(),
+                info_value(lc.attachments_owed() as u32),
             ),
             (
                 "state_dir".to_owned(),
@@ -233,7 +259,7 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
     let systemd = Systemd::connect(&conn, unit_tx).await?;
     let store = Store::open(&settings.state_dir)?;
     let (event_tx, event_rx) = mpsc::unbounded_channel();
-    let lifecycle = Arc::new(Lifecycle::new(settings, store, systemd, event_tx));
+    let lifecycle = Arc::new(Lifecycle::new(settings, store, systemd, event_tx)?);
     lifecycle.recover().await?;
 
     let service = Arc::new(Service {
@@ -279,6 +305,10 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
     conn.request_name_with_flags(BUS_NAME, zbus::fdo::RequestNameFlags::DoNotQueue.into())
         .await
         .map_err(|e| Error::internal(format!("take bus name {BUS_NAME}: {e}")))?;
+    // CNI DELs owed since the last run: plugins may be slow, so this runs
+    // while the daemon already serves (each sandbox under its own lock).
+    let lc = lifecycle.clone();
+    tokio::spawn(async move { lc.reconcile_networks().await });
     Ok((conn, service))
 }
 
@@ -325,6 +355,7 @@ async fn changed(
         ("InitPid", Value::from(sb.init_pid)),
         ("NetnsPath", Value::from(netns.as_str())),
         ("Reason", Value::from(sb.reason.as_str())),
+        ("IPs", Value::from(sb.network.ips.clone())),
     ]);
     zbus::fdo::Properties::properties_changed(
         &emitter,

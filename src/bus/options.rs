@@ -2,7 +2,10 @@
 //! Create's options in, Status/List dictionaries out. Unknown keys and wrong
 //! variant types are InvalidArgument naming the key.
 
-use crate::domain::{NamespaceMode, NetworkMode, Resources, Sandbox, SandboxConfig, State};
+use crate::domain::{
+    DnsConfig, NamespaceMode, NetworkMode, PortMapping, Protocol, Resources, Sandbox,
+    SandboxConfig, State,
+};
 use crate::error::{Error, Result};
 use std::collections::{BTreeMap, HashMap};
 use zbus::zvariant::{OwnedValue, Value};
@@ -102,6 +105,70 @@ fn get_resources(key: &str, v: &Value<'_>) -> Result<Resources> {
     Ok(r)
 }
 
+fn get_strings(key: &str, v: &Value<'_>) -> Result<Vec<String>> {
+    match inner(v) {
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .map(|(i, s)| get_str(&format!("{key}[{i}]"), s))
+            .collect(),
+        other => Err(type_err(key, "an array of strings (as)", other)),
+    }
+}
+
+/// `dns`: a{sv} with `servers`, `searches`, `options` (each `as`).
+fn get_dns(key: &str, v: &Value<'_>) -> Result<DnsConfig> {
+    let mut d = DnsConfig::default();
+    for (k, val) in get_dict(key, v)? {
+        let field = format!("{key}.{k}");
+        match k.as_str() {
+            "servers" => d.servers = get_strings(&field, val)?,
+            "searches" => d.searches = get_strings(&field, val)?,
+            "options" => d.options = get_strings(&field, val)?,
+            _ => {
+                return Err(Error::invalid(
+                    &field,
+                    "unknown key (known: servers, searches, options)",
+                ))
+            }
+        }
+    }
+    Ok(d)
+}
+
+/// `port_mappings`: aa{sv}, each with `protocol` (s), `container_port`,
+/// `host_port` (integers) and `host_ip` (s).
+fn get_port_mappings(key: &str, v: &Value<'_>) -> Result<Vec<PortMapping>> {
+    let Value::Array(a) = inner(v) else {
+        return Err(type_err(key, "an array of dictionaries (aa{sv})", inner(v)));
+    };
+    let mut out = Vec::with_capacity(a.len());
+    for (i, item) in a.iter().enumerate() {
+        let mut pm = PortMapping::default();
+        for (k, val) in get_dict(&format!("{key}[{i}]"), item)? {
+            let field = format!("{key}[{i}].{k}");
+            let port = |val| -> Result<u32> {
+                let n = get_u64(&field, val)?;
+                u32::try_from(n).map_err(|_| Error::invalid(&field, format!("{n} is not a port")))
+            };
+            match k.as_str() {
+                "protocol" => pm.protocol = Protocol::parse(&get_str(&field, val)?)?,
+                "container_port" => pm.container_port = port(val)?,
+                "host_port" => pm.host_port = port(val)?,
+                "host_ip" => pm.host_ip = get_str(&field, val)?,
+                _ => {
+                    return Err(Error::invalid(
+                        &field,
+                        "unknown key (known: protocol, container_port, host_port, host_ip)",
+                    ))
+                }
+            }
+        }
+        out.push(pm);
+    }
+    Ok(out)
+}
+
 /// Build a config from Create's arguments. Semantic validation is
 /// `SandboxConfig::validate`'s job; this checks keys and types.
 pub fn config_from_options(
@@ -134,11 +201,15 @@ pub fn config_from_options(
             "cgroup_parent" => c.cgroup_parent = get_str(key, v)?,
             "resources" => c.resources = get_resources(key, v)?,
             "overhead" => c.overhead = get_resources(key, v)?,
+            "dns" => c.dns = get_dns(key, v)?,
+            "port_mappings" => c.port_mappings = get_port_mappings(key, v)?,
+            "sysctls" => c.sysctls = get_string_map(key, v)?,
             _ => {
                 return Err(Error::invalid(
                     key,
                     "unknown option (known: hostname, log_directory, labels, annotations, network, \
-                     pid_namespace, ipc_namespace, runtime_handler, cgroup_parent, resources, overhead)",
+                     pid_namespace, ipc_namespace, runtime_handler, cgroup_parent, resources, overhead, \
+                     dns, port_mappings, sysctls)",
                 ))
             }
         }
@@ -200,7 +271,7 @@ fn string_map(m: &BTreeMap<String, String>) -> HashMap<&str, &str> {
 /// The full status of a sandbox, as Status returns it.
 pub fn status_dict(sb: &Sandbox) -> Dict {
     let c = &sb.config;
-    let mut d: Dict = HashMap::with_capacity(28);
+    let mut d: Dict = HashMap::with_capacity(40);
     let mut put = |k: &str, v: OwnedValue| {
         d.insert(k.to_owned(), v);
     };
@@ -245,7 +316,35 @@ pub fn status_dict(sb: &Sandbox) -> Dict {
             String::new()
         }),
     );
-    put("ips", ov(Vec::<String>::new()));
+    put("ips", ov(sb.network.ips.clone()));
+    put("network_name", ov(sb.network.name.as_str()));
+    put("network_attached", ov(sb.network.attached));
+    put("network_error", ov(sb.network.error.as_str()));
+    put("resolv_conf_path", ov(sb.resolv_conf_path.as_str()));
+    put("hostname_path", ov(sb.hostname_path.as_str()));
+    put(
+        "dns",
+        ov(HashMap::from([
+            ("servers", c.dns.servers.clone()),
+            ("searches", c.dns.searches.clone()),
+            ("options", c.dns.options.clone()),
+        ])),
+    );
+    put(
+        "port_mappings",
+        ov(c.port_mappings
+            .iter()
+            .map(|pm| {
+                HashMap::from([
+                    ("protocol", ov(pm.protocol.as_str())),
+                    ("container_port", ov(pm.container_port)),
+                    ("host_port", ov(pm.host_port)),
+                    ("host_ip", ov(pm.host_ip.as_str())),
+                ])
+            })
+            .collect::<Vec<_>>()),
+    );
+    put("sysctls", ov(string_map(&c.sysctls)));
     put("init_pid", ov(sb.init_pid));
     put("reason", ov(sb.reason.as_str()));
     put("resources", ov(resources_dict(&c.resources)));
@@ -294,6 +393,42 @@ mod tests {
         assert_eq!(c.resources.cpu_quota, 50_000);
         assert_eq!(c.resources.memory_limit_in_bytes, 1 << 28);
         assert_eq!(c.attempt, 1);
+    }
+
+    #[test]
+    fn network_options_parse() {
+        let dns: HashMap<&str, Value<'_>> = HashMap::from([
+            ("servers", vec!["10.96.0.10"].into()),
+            ("searches", vec!["svc.cluster.local"].into()),
+            ("options", vec!["ndots:5"].into()),
+        ]);
+        let pm: HashMap<&str, Value<'_>> = HashMap::from([
+            ("protocol", "udp".into()),
+            ("container_port", Value::U32(53)),
+            ("host_port", Value::I32(5353)),
+            ("host_ip", "127.0.0.1".into()),
+        ]);
+        let sysctls = HashMap::from([("net.core.somaxconn", "1024")]);
+        let o = opts(vec![
+            ("dns", dns.into()),
+            ("port_mappings", vec![pm].into()),
+            ("sysctls", sysctls.into()),
+        ]);
+        let c = parse(&o).unwrap();
+        assert_eq!(c.dns.servers, ["10.96.0.10"]);
+        assert_eq!(c.dns.options, ["ndots:5"]);
+        assert_eq!(c.port_mappings[0].protocol, Protocol::Udp);
+        assert_eq!(c.port_mappings[0].host_port, 5353);
+        assert_eq!(c.port_mappings[0].host_ip, "127.0.0.1");
+        assert_eq!(c.sysctls["net.core.somaxconn"], "1024");
+        let bad: HashMap<&str, Value<'_>> = HashMap::from([("hostport", Value::U32(1))]);
+        let e = parse(&opts(vec![("port_mappings", vec![bad].into())])).unwrap_err();
+        assert!(
+            e.to_string().starts_with("port_mappings[0].hostport:"),
+            "{e}"
+        );
+        let e = parse(&opts(vec![("dns", "8.8.8.8".into())])).unwrap_err();
+        assert!(e.to_string().starts_with("dns:"), "{e}");
     }
 
     #[test]

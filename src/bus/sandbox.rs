@@ -107,7 +107,7 @@ impl SandboxObject {
     }
     #[zbus(property, name = "IPs")]
     fn ips(&self) -> Vec<String> {
-        Vec::new()
+        self.entry.with(|s| s.network.ips.clone())
     }
     #[zbus(property)]
     fn init_pid(&self) -> u32 {

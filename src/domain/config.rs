@@ -3,6 +3,7 @@
 //! anything kubelet sends passes and nonsense is stopped at the door with
 //! the offending field named.
 
+use super::network::{self, DnsConfig, PortMapping};
 use super::resources::Resources;
 use super::slice;
 use crate::error::{Error, Result};
@@ -109,6 +110,10 @@ pub struct SandboxConfig {
     pub cgroup_parent: String,
     pub resources: Resources,
     pub overhead: Resources,
+    /// Empty: the pod gets the host's resolv.conf.
+    pub dns: DnsConfig,
+    pub port_mappings: Vec<PortMapping>,
+    pub sysctls: BTreeMap<String, String>,
 }
 
 impl SandboxConfig {
@@ -140,6 +145,14 @@ impl SandboxConfig {
         slice::slice_for_cgroup_parent(&self.cgroup_parent, "podscope.slice")?;
         self.resources.validate("resources")?;
         self.overhead.validate("overhead")?;
+        self.dns.validate()?;
+        network::validate_port_mappings(&self.port_mappings)?;
+        network::validate_sysctls(
+            &self.sysctls,
+            self.network == NetworkMode::Host,
+            self.ipc_namespace == NamespaceMode::Node,
+        )?;
+        network::bandwidth(&self.annotations)?;
         Ok(())
     }
 }

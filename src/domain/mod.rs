@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod id;
+pub mod network;
 pub mod resources;
 pub mod sandbox;
 pub mod slice;
@@ -11,6 +12,7 @@ pub mod state;
 
 pub use config::{NamespaceMode, NetworkMode, PodKey, SandboxConfig};
 pub use id::SandboxId;
+pub use network::{DnsConfig, PortMapping, Protocol};
 pub use resources::Resources;
 pub use sandbox::Sandbox;
 pub use state::State;

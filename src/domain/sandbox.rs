@@ -23,6 +23,27 @@ pub struct Sandbox {
     /// outside podscope").
     #[serde(default)]
     pub reason: String,
+    /// The pod's network as CNI set it up (pod network only).
+    #[serde(default)]
+    pub network: PodNetwork,
+    /// The pod's resolv.conf and hostname files (under the run dir).
+    #[serde(default)]
+    pub resolv_conf_path: String,
+    #[serde(default)]
+    pub hostname_path: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PodNetwork {
+    /// CNI ADD completed and no DEL has yet succeeded: a DEL is owed.
+    pub attached: bool,
+    /// The CNI network's name.
+    pub name: String,
+    /// Primary address first.
+    pub ips: Vec<String>,
+    /// The last failed teardown, while one is owed.
+    pub error: String,
 }
 
 impl Sandbox {

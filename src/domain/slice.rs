@@ -65,6 +65,27 @@ pub fn slice_for_cgroup_parent(parent: &str, default_slice: &str) -> Result<Stri
 
 /// A valid, non-root systemd slice name: `[A-Za-z0-9:_.\-]+.slice` with
 /// dashes only as hierarchy separators.
+/// The cgroup path systemd gives a slice: each `-` is a level
+/// (`a-b.slice` is `/a.slice/a-b.slice`).
+pub fn slice_cgroup_path(slice: &str) -> String {
+    let stem = slice.strip_suffix(".slice").unwrap_or(slice);
+    if stem.is_empty() || stem == "-" {
+        return String::new();
+    }
+    let mut path = String::new();
+    let mut prefix = String::new();
+    for part in stem.split('-') {
+        if !prefix.is_empty() {
+            prefix.push('-');
+        }
+        prefix.push_str(part);
+        path.push('/');
+        path.push_str(&prefix);
+        path.push_str(".slice");
+    }
+    path
+}
+
 pub fn validate_slice_name(name: &str) -> Result<()> {
     let Some(stem) = name.strip_suffix(".slice") else {
         return Err(Error::invalid(
@@ -160,5 +181,15 @@ mod tests {
         }
         let long = format!("/{}", "a".repeat(300));
         assert!(slice_for_cgroup_parent(&long, D).is_err());
+    }
+
+    #[test]
+    fn slices_nest_by_dashes() {
+        assert_eq!(slice_cgroup_path("podscope.slice"), "/podscope.slice");
+        assert_eq!(
+            slice_cgroup_path("kubepods-besteffort-pod1.slice"),
+            "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice"
+        );
+        assert_eq!(slice_cgroup_path("-.slice"), "");
     }
 }

@@ -219,11 +219,25 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = ()>,
 {
+    // Restored even when `f` panics, so one failing test does not leave
+    // its config to the next ones.
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = std::fs::copy(
+                concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/podscope.toml"),
+                CONFIG,
+            );
+            let _ = Command::new("bash")
+                .arg("-c")
+                .arg("systemctl reset-failed podscoped 2>/dev/null; systemctl restart podscoped")
+                .status();
+        }
+    }
     std::fs::write(CONFIG, config).unwrap();
     daemon("restart");
+    let _restore = Restore;
     f().await;
-    restore_config();
-    daemon("restart");
 }
 
 /// systemctl VERB podscoped, past systemd's start rate limit (the tests
@@ -259,4 +273,108 @@ pub fn start_in_background_slowly(id: &str) {
     wait_until(Duration::from_secs(5), || {
         sh_status(&format!("pgrep -f 'slow-init --id {id}'")) == 0
     });
+}
+
+// ---- pod networking ----
+
+/// The fixture CNI plugin's directory (tests/fixtures/cni).
+pub const FIXTURE_BIN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/cni");
+/// Where the tests' own CNI conf dirs and fixture logs live.
+const CNI_TEST_ROOT: &str = "/run/podscope-test/cni";
+
+/// A fresh CNI conf dir named `tag` holding `files` (name, content).
+pub fn cni_conf_dir(tag: &str, files: &[(&str, String)]) -> String {
+    let dir = format!("{CNI_TEST_ROOT}/{tag}");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text) in files {
+        std::fs::write(format!("{dir}/{name}"), text).unwrap();
+    }
+    dir
+}
+
+/// The fixture's call log for `tag`.
+pub fn fixture_log(tag: &str) -> String {
+    std::fs::create_dir_all(CNI_TEST_ROOT).unwrap();
+    format!("{CNI_TEST_ROOT}/{tag}.log")
+}
+
+pub fn fixture_calls(tag: &str) -> Vec<String> {
+    std::fs::read_to_string(fixture_log(tag))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A podscope.toml using `conf_dir`, the fixture plugin and Debian's
+/// plugins, and a plugin timeout of `timeout_ms`.
+pub fn cni_config(conf_dir: &str, timeout_ms: u64) -> String {
+    format!(
+        "cni_conf_dir = \"{conf_dir}\"\ncni_bin_dirs = [\"{FIXTURE_BIN}\", \"/usr/lib/cni\"]\n\
+         cni_plugin_timeout_ms = {timeout_ms}\n"
+    )
+}
+
+/// A bridge + host-local network named `name` on `subnet`, followed by
+/// the fixture plugin configured with `fixture` (extra JSON keys), if any.
+pub fn bridge_conflist(name: &str, bridge: &str, subnet: &str, fixture: Option<&str>) -> String {
+    let extra = fixture
+        .map(|f| format!(r#",{{"type":"podscope-fixture",{f}}}"#))
+        .unwrap_or_default();
+    format!(
+        r#"{{"cniVersion":"1.0.0","name":"{name}","plugins":[
+  {{"type":"bridge","bridge":"{bridge}","isGateway":true,
+    "ipam":{{"type":"host-local","ranges":[[{{"subnet":"{subnet}"}}]]}}}}{extra}]}}"#
+    )
+}
+
+/// The addresses host-local holds for container `id` on `network`.
+pub fn host_local_owner_ips(network: &str, id: &str) -> Vec<String> {
+    let dir = format!("/var/lib/cni/networks/{network}");
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .parse::<std::net::IpAddr>()
+                .is_ok()
+        })
+        .filter(|e| {
+            std::fs::read_to_string(e.path())
+                .is_ok_and(|t| t.lines().next().is_some_and(|l| l.trim() == id))
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Every address host-local has handed out on `network`.
+pub fn host_local_ips(network: &str) -> Vec<String> {
+    let dir = format!("/var/lib/cni/networks/{network}");
+    std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.parse::<std::net::IpAddr>().is_ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Run `f` on a thread that has joined the network namespace at `netns`.
+pub fn in_netns<T: Send + 'static>(netns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let netns = netns.to_owned();
+    std::thread::spawn(move || {
+        let fd = std::fs::File::open(&netns).expect("open netns");
+        nix::sched::setns(fd, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+        f()
+    })
+    .join()
+    .expect("netns thread")
+}
+
+pub fn netns_path(id: &str) -> String {
+    format!("/run/netns/podscope-{id}")
 }

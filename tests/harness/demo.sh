@@ -9,8 +9,8 @@ step "The daemon is D-Bus activated by the first call"
 run podscopectl info
 
 step "Create and start a pod (podscopectl talks D-Bus to podscoped)"
-printf '$ podscopectl create web-0 --namespace demo --hostname web-0 --label app=web --memory 268435456 --start\n'
-id=$(podscopectl create web-0 --namespace demo --hostname web-0 --label app=web --memory 268435456 --start)
+printf '$ podscopectl create web-0 --namespace demo --hostname web-0 --label app=web --memory 268435456 --port 8080:80 --dns-server 10.96.0.10 --start\n'
+id=$(podscopectl create web-0 --namespace demo --hostname web-0 --label app=web --memory 268435456 --port 8080:80 --dns-server 10.96.0.10 --start)
 echo "$id"
 
 step "podscopectl list / status"
@@ -23,10 +23,16 @@ run systemctl status --no-pager --lines=0 "podscope-$id.scope"
 run systemctl show -p MemoryMax -p Slice -p Delegate -p BindsTo "podscope-$id.scope"
 run ip netns list
 
+step "Its network was set up by the CNI plugins in /etc/cni/net.d before it started"
+run ip -n "podscope-$id" -brief addr show
+run cat "/run/podscope/sandboxes/$id/resolv.conf"
+run sh -c "iptables-save -t nat | grep -e 'dport 8080'"
+
 step "...and a D-Bus object"
 run busctl tree org.podscope.Sandbox1
 run busctl introspect org.podscope.Sandbox1 "/org/podscope/Sandbox1/sandbox/$id" org.podscope.Sandbox1.Sandbox
 run busctl get-property org.podscope.Sandbox1 "/org/podscope/Sandbox1/sandbox/$id" org.podscope.Sandbox1.Sandbox State
+run busctl get-property org.podscope.Sandbox1 "/org/podscope/Sandbox1/sandbox/$id" org.podscope.Sandbox1.Sandbox IPs
 
 step "The journal has the pod's events, with structured fields"
 run journalctl -u podscoped --no-pager -o cat SANDBOX_ID="$id"

@@ -64,7 +64,12 @@ install_project() {
         || { cat "$WORK/install.log" >&2; fail "make install inside the harness failed"; }
     inside systemctl daemon-reload
     inside busctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus ReloadConfig
-    say "podscope installed with 'make install PREFIX=/usr'"
+    # The pod network for tests and the demo: real plugins from Debian's
+    # containernetworking-plugins, on a bridge inside the harness's own
+    # network namespace (never the machine's).
+    inside sh -c "mkdir -p /etc/cni/net.d && rm -f /etc/cni/net.d/* && \
+        cp '$REPO/tests/harness/cni/10-podscope-test.conflist' /etc/cni/net.d/"
+    say "podscope installed with 'make install PREFIX=/usr'; CNI network podscope-test in /etc/cni/net.d"
 }
 
 shutdown() {

@@ -2,7 +2,8 @@
 # Install the Debian packages podscope's build, tests and demo need.
 # Idempotent: does nothing when everything is there.
 set -euo pipefail
-PKGS=(systemd dbus dbus-daemon polkitd iproute2 util-linux pkg-config procps)
+PKGS=(systemd dbus dbus-daemon polkitd iproute2 util-linux pkg-config procps
+      containernetworking-plugins iptables)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

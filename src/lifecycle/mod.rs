@@ -9,10 +9,16 @@
 //! - callers run these in spawned tasks (see `bus`), so a caller hanging up
 //!   never cancels a step or its cleanup half way.
 
-use crate::domain::sandbox::{id_from_netns_unit, id_from_scope_unit, now_usec};
+mod network;
+
+use crate::cni::{AttachmentStore, Cni};
+use crate::domain::sandbox::{
+    id_from_netns_unit, id_from_scope_unit, now_usec, scope_unit_name, PodNetwork,
+};
 use crate::domain::{slice, Sandbox, SandboxConfig, SandboxId, State};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::init_spawn;
+use crate::pod_files;
 use crate::registry::{Entry, Registry};
 use crate::settings::Settings;
 use crate::store::{Quarantined, Store};
@@ -75,6 +81,14 @@ pub struct Lifecycle {
     registry: Registry,
     events: mpsc::UnboundedSender<Event>,
     recovery: Mutex<RecoveryReport>,
+    pub cni: Cni,
+    attachments: AttachmentStore,
+    /// Attachments found at recovery, before any new Create could add one:
+    /// the candidates for reconciliation.
+    recovered_attachments: Mutex<Vec<SandboxId>>,
+    /// ADDs hold it shared, GC exclusively: GC must never see an attachment
+    /// whose ADD is in flight as invalid.
+    gc_lock: tokio::sync::RwLock<()>,
 }
 
 fn is_active(state: &str) -> bool {
@@ -87,15 +101,19 @@ impl Lifecycle {
         store: Store,
         systemd: Systemd,
         events: mpsc::UnboundedSender<Event>,
-    ) -> Self {
-        Lifecycle {
+    ) -> Result<Self> {
+        Ok(Lifecycle {
+            cni: Cni::new(settings.cni()),
+            attachments: AttachmentStore::open(&settings.state_dir)?,
+            recovered_attachments: Mutex::new(Vec::new()),
+            gc_lock: tokio::sync::RwLock::new(()),
             settings,
             store,
             systemd,
             registry: Registry::default(),
             events,
             recovery: Mutex::new(RecoveryReport::default()),
-        }
+        })
     }
 
     fn emit(&self, ev: Event) {
@@ -143,7 +161,8 @@ impl Lifecycle {
         Ok(())
     }
 
-    /// Validate, reserve the name, persist: the sandbox is Created.
+    /// Validate, reserve the name, persist, set up the network and the
+    /// pod's files: the sandbox is Created.
     pub async fn create(&self, config: SandboxConfig) -> Result<Arc<Entry>> {
         let t0 = Instant::now();
         config.validate()?;
@@ -160,7 +179,7 @@ impl Lifecycle {
             slice::slice_for_cgroup_parent(&config.cgroup_parent, &self.settings.default_slice)?;
         let key = config.key();
         self.registry.reserve(&key)?;
-        let sandbox = Sandbox {
+        let mut sandbox = Sandbox {
             id: SandboxId::random(),
             config,
             state: State::Created,
@@ -170,36 +189,60 @@ impl Lifecycle {
             slice,
             init_pid: 0,
             reason: String::new(),
+            network: PodNetwork::default(),
+            resolv_conf_path: String::new(),
+            hostname_path: String::new(),
         };
         let id = sandbox.id.clone();
+        let pod = format!("{}/{}", key.namespace, key.name);
         if let Err(e) = self.store.save(&sandbox) {
             self.registry.release(&key);
             let _ = self.store.delete(&id);
-            return Err(e.context(format!("create sandbox {}/{}", key.namespace, key.name)));
+            return Err(e.context(format!("create sandbox {pod}")));
         }
-        if sandbox.has_netns() {
-            let unit = sandbox.netns_unit();
-            if let Err(e) = self
-                .systemd
-                .start_unit(&unit, self.settings.start_timeout())
-                .await
-            {
-                // Undo: no namespace, no record, no reservation.
+        let t_saved = t0.elapsed();
+        if let Err(e) = self.create_steps(&mut sandbox).await {
+            // Undo exactly what was done; each undo step is idempotent.
+            if let Err(de) = self.detach_network(&id).await {
+                tracing::error!(sandbox_id = %id, "sandbox {id}: create failed and its network teardown too: {de}");
+            }
+            if sandbox.has_netns() {
                 let _ = self
                     .systemd
-                    .stop_unit(&unit, self.settings.stop_timeout())
+                    .stop_unit(&sandbox.netns_unit(), self.settings.stop_timeout())
                     .await;
-                let _ = self.store.delete(&id);
-                self.registry.release(&key);
-                return Err(e.context(format!("sandbox {id}: create: start {unit}")));
             }
+            let _ = pod_files::remove(&self.settings.run_dir, &id);
+            let _ = self.store.delete(&id);
+            self.registry.release(&key);
+            return Err(e);
         }
         let entry = Entry::new(sandbox);
         self.registry.insert(entry.clone());
-        info!(sandbox_id = %id, pod = %format!("{}/{}", key.namespace, key.name),
+        info!(sandbox_id = %id, pod = %pod, checkpoint_us = t_saved.as_micros() as u64,
               elapsed_us = t0.elapsed().as_micros() as u64, "sandbox {id} created");
         self.emit(Event::Created(id));
         Ok(entry)
+    }
+
+    /// Create's steps after the first checkpoint: namespace, network, files.
+    async fn create_steps(&self, sb: &mut Sandbox) -> Result<()> {
+        let id = sb.id.clone();
+        if sb.has_netns() {
+            let unit = sb.netns_unit();
+            self.systemd
+                .start_unit(&unit, self.settings.start_timeout())
+                .await
+                .with_context(|| format!("sandbox {id}: create: start {unit}"))?;
+            sb.network = self.attach_network(sb).await?;
+        }
+        let (resolv, hostname) = pod_files::write(&self.settings.run_dir, sb)
+            .with_context(|| format!("sandbox {id}: create: pod files"))?;
+        sb.resolv_conf_path = resolv;
+        sb.hostname_path = hostname;
+        self.store
+            .save(sb)
+            .with_context(|| format!("sandbox {id}: create: save checkpoint"))
     }
 
     /// Spawn the init and put it in a new transient scope: Ready.
@@ -222,22 +265,71 @@ impl Lifecycle {
             State::Created => {}
         }
         let t0 = Instant::now();
-        let unit = sb.unit();
-        if sb.has_netns() && !std::path::Path::new(&sb.netns_path()).exists() {
-            // The namespace unit was stopped since Create: bring it back.
-            // (A pinned namespace means the unit is up: no bus round-trip.)
-            let netns = sb.netns_unit();
-            self.systemd
-                .start_unit(&netns, self.settings.start_timeout())
-                .await
-                .with_context(|| ctx(&format!("start {netns}")))?;
+        match self.start_steps(&sb).await {
+            Ok((next, t_net, t_init)) => {
+                let unit = next.unit();
+                let pid = next.init_pid;
+                if let Err(e) = self.persist(&entry, next) {
+                    let e = e.context(ctx("save checkpoint"));
+                    self.fail_start(&entry, &e).await;
+                    return Err(e);
+                }
+                info!(sandbox_id = %sb.id, unit = %unit, init_pid = pid,
+                      network_us = t_net.as_micros() as u64,
+                      init_us = (t_init - t_net).as_micros() as u64,
+                      scope_us = (t0.elapsed() - t_init).as_micros() as u64,
+                      total_us = t0.elapsed().as_micros() as u64, "sandbox {} started in {unit}", sb.id);
+                self.emit(Event::Changed(sb.id.clone()));
+                Ok(entry.clone())
+            }
+            Err(e) => {
+                self.fail_start(&entry, &e).await;
+                Err(e)
+            }
         }
-        let pid =
-            init_spawn::spawn_init(&self.settings.init_path, &sb, self.settings.start_timeout())
-                .await
-                .with_context(|| ctx("spawn podscope-init"))?;
+    }
+
+    /// Start's steps; returns the Ready record and the times at which the
+    /// network and the init were done. Undoes its own init and scope.
+    async fn start_steps(
+        &self,
+        sb: &Sandbox,
+    ) -> Result<(Sandbox, std::time::Duration, std::time::Duration)> {
+        let t0 = Instant::now();
+        let ctx = |step: &str| format!("sandbox {}: start: {step}", sb.id);
+        let unit = sb.unit();
+        let mut next = sb.clone();
+        if sb.has_netns() {
+            if !std::path::Path::new(&sb.netns_path()).exists() {
+                // The namespace unit was stopped since Create: bring it back.
+                // (A pinned namespace means the unit is up: no bus round-trip.)
+                let netns = sb.netns_unit();
+                self.systemd
+                    .start_unit(&netns, self.settings.start_timeout())
+                    .await
+                    .with_context(|| ctx(&format!("start {netns}")))?;
+                if sb.network.attached {
+                    // A new namespace (after a reboot, say): the old
+                    // attachment's interfaces went with the old one.
+                    self.detach_network(&sb.id).await?;
+                    next.network = PodNetwork::default();
+                }
+            }
+            if !next.network.attached {
+                // Create's ADD was cut short by a restart and undone since.
+                next.network = self.attach_network(sb).await?;
+            }
+        }
+        let t_net = t0.elapsed();
+        let pid = init_spawn::spawn_init(
+            &self.settings.init_path,
+            &next,
+            self.settings.start_timeout(),
+        )
+        .await
+        .with_context(|| ctx("spawn podscope-init"))?;
         let t_init = t0.elapsed();
-        let props = self.scope_properties(&sb, pid);
+        let props = self.scope_properties(&next, pid);
         if let Err(e) = self
             .systemd
             .start_transient(&unit, props, self.settings.start_timeout())
@@ -251,24 +343,27 @@ impl Lifecycle {
                 .await;
             return Err(e.context(ctx("create scope")));
         }
-        let t_scope = t0.elapsed();
-        let mut next = sb.clone();
         next.state = State::Ready;
         next.started_at = now_usec();
         next.init_pid = pid;
-        if let Err(e) = self.persist(&entry, next) {
-            let _ = self
-                .systemd
-                .stop_unit(&unit, self.settings.stop_timeout())
-                .await;
-            return Err(e.context(ctx("save checkpoint")));
+        Ok((next, t_net, t_init))
+    }
+
+    /// A Start that failed leaves nothing running: no scope, no network, no
+    /// namespace. The sandbox is NotReady (terminal, as for any stopped
+    /// pod); kubelet removes it and makes a new attempt.
+    async fn fail_start(&self, entry: &Entry, cause: &Error) {
+        let reason = format!("start failed: {cause}");
+        // The scope may exist when only the final checkpoint failed.
+        if let Err(e) = self
+            .stop_scope(&entry.id, &scope_unit_name(&entry.id))
+            .await
+        {
+            warn!(sandbox_id = %entry.id, "sandbox {}: cleaning up after a failed start: {e}", entry.id);
         }
-        info!(sandbox_id = %sb.id, unit = %unit, init_pid = pid,
-              init_us = t_init.as_micros() as u64,
-              scope_us = (t_scope - t_init).as_micros() as u64,
-              total_us = t0.elapsed().as_micros() as u64, "sandbox {} started in {unit}", sb.id);
-        self.emit(Event::Changed(sb.id.clone()));
-        Ok(entry.clone())
+        if let Err(e) = self.stop_locked(entry, &reason).await {
+            warn!(sandbox_id = %entry.id, "sandbox {}: cleaning up after a failed start: {e}", entry.id);
+        }
     }
 
     fn scope_properties(&self, sb: &Sandbox, pid: u32) -> Vec<(&'static str, Prop)> {
@@ -318,9 +413,14 @@ impl Lifecycle {
         Ok(entry.clone())
     }
 
+    /// Scope, then network (CNI DEL), then namespace. A failed DEL still
+    /// lets the namespace go (DEL works without it), leaves the sandbox
+    /// NotReady with the DEL still owed, and fails the call; the next Stop
+    /// retries it.
     async fn stop_locked(&self, entry: &Entry, reason: &str) -> Result<()> {
         let sb = entry.snapshot();
-        if sb.state == State::NotReady {
+        let owes_del = self.attachments.exists(&sb.id);
+        if sb.state == State::NotReady && !owes_del {
             return Ok(());
         }
         let t0 = Instant::now();
@@ -328,6 +428,13 @@ impl Lifecycle {
         if sb.state == State::Ready {
             self.stop_scope(&sb.id, &unit).await?;
         }
+        let t_scope = t0.elapsed();
+        let net = if owes_del {
+            self.detach_network(&sb.id).await
+        } else {
+            Ok(())
+        };
+        let t_net = t0.elapsed();
         if sb.has_netns() {
             let netns = sb.netns_unit();
             self.systemd
@@ -336,15 +443,29 @@ impl Lifecycle {
                 .with_context(|| format!("sandbox {}: stop: stop {netns}", sb.id))?;
         }
         let mut next = sb.clone();
-        next.state = State::NotReady;
-        next.finished_at = now_usec();
-        next.init_pid = 0;
-        next.reason = reason.to_owned();
+        if sb.state != State::NotReady {
+            next.state = State::NotReady;
+            next.finished_at = now_usec();
+            next.init_pid = 0;
+            next.reason = reason.to_owned();
+        }
+        match &net {
+            Ok(()) => {
+                next.network = PodNetwork {
+                    name: sb.network.name.clone(),
+                    ..Default::default()
+                }
+            }
+            Err(e) => next.network.error = e.to_string(),
+        }
         self.persist(entry, next)
             .with_context(|| format!("sandbox {}: stop: save checkpoint", sb.id))?;
-        info!(sandbox_id = %sb.id, unit = %unit, elapsed_us = t0.elapsed().as_micros() as u64, "sandbox {} stopped", sb.id);
+        info!(sandbox_id = %sb.id, unit = %unit,
+              scope_us = t_scope.as_micros() as u64,
+              network_us = (t_net - t_scope).as_micros() as u64,
+              elapsed_us = t0.elapsed().as_micros() as u64, "sandbox {} stopped", sb.id);
         self.emit(Event::Changed(sb.id.clone()));
-        Ok(())
+        net
     }
 
     /// Stop a scope; past the timeout, SIGKILL everything in it and wait once more.
@@ -374,11 +495,24 @@ impl Lifecycle {
         if entry.is_removed() {
             return Err(Error::not_found(format!("no sandbox with id {id}")));
         }
-        self.stop_locked(&entry, "").await?;
         let id = entry.id.clone();
+        match self.stop_locked(&entry, "").await {
+            Ok(()) => {}
+            // Plugins missing or failing must not make a pod unremovable:
+            // the attachment stays on disk (with the error) and its DEL is
+            // retried when podscoped next starts.
+            Err(e) if e.kind() == ErrorKind::NetworkFailed => {
+                tracing::error!(sandbox_id = %id,
+                    "sandbox {id}: removed with its network teardown still owed (retried at the next daemon start): {e}");
+            }
+            Err(e) => return Err(e),
+        }
         self.store
             .delete(&id)
             .with_context(|| format!("sandbox {id}: remove: delete state"))?;
+        if let Err(e) = pod_files::remove(&self.settings.run_dir, &id) {
+            warn!(sandbox_id = %id, "sandbox {id}: {e}");
+        }
         entry.mark_removed();
         self.registry.remove(&id);
         info!(sandbox_id = %id, "sandbox {id} removed");
@@ -391,6 +525,7 @@ impl Lifecycle {
     pub async fn recover(&self) -> Result<RecoveryReport> {
         let t0 = Instant::now();
         let recovered = self.store.recover()?;
+        *self.recovered_attachments.lock().unwrap() = self.attachments.ids()?;
         for q in &recovered.quarantined {
             tracing::error!(sandbox_dir = %q.dir, moved_to = %q.moved_to.display(), reason = %q.reason,
                             "corrupt checkpoint of {} quarantined to {}: {}", q.dir, q.moved_to.display(), q.reason);
@@ -579,6 +714,9 @@ mod tests {
             slice: String::new(),
             init_pid: 0,
             reason: String::new(),
+            network: Default::default(),
+            resolv_conf_path: String::new(),
+            hostname_path: String::new(),
         };
         assert!(ListFilter::default().matches(&sb));
         let f = ListFilter {

@@ -1,0 +1,577 @@
+//! A small CNI runtime (spec 0.4.0, 1.0.0 and 1.1.0 configs): choose the
+//! network from the conf dir (reloaded when its files change), run its
+//! plugin chain for ADD/DEL/CHECK, and STATUS/GC for 1.1.0 configs.
+//!
+//! - `config`: conflist loading, validation, selection, plugin lookup.
+//! - `exec`: one plugin run (env, stdin, timeout, error object).
+//! - `result`: the addresses read from a result.
+//! - `cache`: attachments on disk, so DEL needs neither the conf dir nor the
+//!   namespace.
+
+pub mod cache;
+pub mod config;
+pub mod exec;
+pub mod result;
+
+use crate::error::{Error, ErrorKind, Result};
+pub use cache::{Attachment, AttachmentStore};
+pub use config::{NetworkConfigList, NotReady};
+use exec::{Command, Invocation};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// The interface every pod gets.
+pub const POD_IFNAME: &str = "eth0";
+
+#[derive(Debug, Clone)]
+pub struct CniSettings {
+    pub conf_dir: PathBuf,
+    pub bin_dirs: Vec<PathBuf>,
+    /// The network to use; empty = the lexically first valid config.
+    pub network: String,
+    pub plugin_timeout: Duration,
+}
+
+/// A conf dir's files as (path, mtime, size, inode): when this changes, the
+/// config is parsed again.
+type Fingerprint = Vec<(PathBuf, SystemTime, u64, u64)>;
+/// The chosen network, or why there is none.
+type Loaded = std::result::Result<Arc<NetworkConfigList>, NotReady>;
+
+pub struct Cni {
+    pub settings: CniSettings,
+    loaded: Mutex<Option<(Fingerprint, Loaded)>>,
+}
+
+/// What ADD did, for the caller's records and timing logs.
+#[derive(Debug)]
+pub struct Added {
+    pub result: Value,
+    /// Time spent inside the plugins (spawn to exit).
+    pub plugin_time: Duration,
+}
+
+fn fingerprint(dir: &Path) -> Fingerprint {
+    use std::os::unix::fs::MetadataExt;
+    config::config_files(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|p| {
+            let m = std::fs::metadata(&p).ok()?;
+            Some((p, m.modified().ok()?, m.len(), m.ino()))
+        })
+        .collect()
+}
+
+/// What one plugin gets on stdin: its own config with the list's name and
+/// version, `prevResult` when there is one, and the runtimeConfig values of
+/// the capabilities it declares.
+pub fn plugin_stdin(
+    list: &NetworkConfigList,
+    plugin: &config::PluginConfig,
+    prev_result: Option<&Value>,
+    capability_args: &Map<String, Value>,
+    extra: Option<(&str, Value)>,
+) -> Vec<u8> {
+    let mut conf = plugin.raw.clone();
+    conf.insert("name".into(), list.name.clone().into());
+    conf.insert("cniVersion".into(), list.cni_version.clone().into());
+    if let Some(prev) = prev_result {
+        conf.insert("prevResult".into(), prev.clone());
+    }
+    let mut runtime = Map::new();
+    for cap in plugin.capabilities() {
+        if let Some(v) = capability_args.get(cap) {
+            runtime.insert(cap.to_owned(), v.clone());
+        }
+    }
+    if !runtime.is_empty() {
+        conf.insert("runtimeConfig".into(), Value::Object(runtime));
+    }
+    if let Some((k, v)) = extra {
+        conf.insert(k.to_owned(), v);
+    }
+    serde_json::to_vec(&conf).expect("JSON values serialize")
+}
+
+fn net_err(msg: String) -> Error {
+    Error::new(ErrorKind::NetworkFailed, msg)
+}
+
+impl Cni {
+    pub fn new(settings: CniSettings) -> Self {
+        Cni {
+            settings,
+            loaded: Mutex::new(None),
+        }
+    }
+
+    /// The network to attach pods to, with its plugins present. Cheap when
+    /// nothing changed (a readdir and a few stats), so it is asked on every
+    /// Create and every status query: a config that appears or is fixed is
+    /// used at once, without a restart.
+    pub fn network(&self) -> std::result::Result<Arc<NetworkConfigList>, NotReady> {
+        let fp = fingerprint(&self.settings.conf_dir);
+        let list = {
+            let mut cached = self.loaded.lock().unwrap();
+            match &*cached {
+                Some((old, r)) if *old == fp => r.clone(),
+                _ => {
+                    let r = config::select(&self.settings.conf_dir, &self.settings.network)
+                        .map(Arc::new);
+                    *cached = Some((fp, r.clone()));
+                    r
+                }
+            }
+        }?;
+        config::resolve_plugins(&list, &self.settings.bin_dirs)?;
+        Ok(list)
+    }
+
+    /// NetworkReady: the config and its plugins are usable, and for 1.1.0
+    /// configs every plugin answers STATUS.
+    pub async fn readiness(&self) -> std::result::Result<Arc<NetworkConfigList>, NotReady> {
+        let list = self.network()?;
+        if list.supports_status_and_gc() {
+            if let Err(e) = self.status(&list).await {
+                return Err(NotReady {
+                    reason: "NetworkPluginNotReady",
+                    message: format!("network {:?}: STATUS: {e}", list.name),
+                });
+            }
+        }
+        Ok(list)
+    }
+
+    fn invocation<'a>(&'a self, command: Command, att: &'a Attachment) -> Invocation<'a> {
+        Invocation {
+            command,
+            container_id: &att.container_id,
+            netns: &att.netns,
+            ifname: &att.ifname,
+            args: &att.args,
+            bin_dirs: &self.settings.bin_dirs,
+            timeout: self.settings.plugin_timeout,
+        }
+    }
+
+    fn plugin_path(&self, plugin: &str) -> Result<PathBuf> {
+        config::find_plugin(&self.settings.bin_dirs, plugin).ok_or_else(|| {
+            net_err(format!(
+                "{plugin}: CNI plugin not found in {}",
+                self.settings
+                    .bin_dirs
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(":")
+            ))
+        })
+    }
+
+    /// ADD through the chain, each plugin getting the previous one's result.
+    /// On failure nothing is undone here: the caller runs `del` (the spec's
+    /// cleanup for a failed ADD) and decides what to keep.
+    pub async fn add(&self, att: &Attachment) -> Result<Added> {
+        let list = cached_list(att)?;
+        let ctx = format!("CNI ADD on network {:?}", list.name);
+        let mut prev: Option<Value> = None;
+        let mut plugin_time = Duration::ZERO;
+        for plugin in &list.plugins {
+            let bin = self
+                .plugin_path(&plugin.plugin_type)
+                .map_err(|e| e.context(&ctx))?;
+            let stdin = plugin_stdin(&list, plugin, prev.as_ref(), &att.capability_args, None);
+            let out = exec::run(&bin, &self.invocation(Command::Add, att), &stdin)
+                .await
+                .map_err(|e| e.context(&ctx))?;
+            plugin_time += out.elapsed;
+            let Some(v) = out.value else {
+                return Err(net_err(format!(
+                    "{ctx}: {}: ADD succeeded but printed no result",
+                    plugin.plugin_type
+                )));
+            };
+            prev = Some(v);
+        }
+        Ok(Added {
+            result: prev.expect("a list has at least one plugin"),
+            plugin_time,
+        })
+    }
+
+    /// DEL through the chain in reverse, from the cached attachment. Keeps
+    /// going past a failing plugin (the others still release what they
+    /// hold) and reports every failure. A namespace that is gone is passed
+    /// as empty, as the spec allows.
+    pub async fn del(&self, att: &Attachment) -> Result<Duration> {
+        let list = cached_list(att)?;
+        let mut att = att.clone();
+        if !att.netns.is_empty() && !Path::new(&att.netns).exists() {
+            att.netns.clear();
+        }
+        let prev = if list.supports_check() {
+            att.result.as_ref()
+        } else {
+            None
+        };
+        let mut errors = Vec::new();
+        let mut plugin_time = Duration::ZERO;
+        for plugin in list.plugins.iter().rev() {
+            let bin = match self.plugin_path(&plugin.plugin_type) {
+                Ok(b) => b,
+                Err(e) => {
+                    errors.push(e.to_string());
+                    continue;
+                }
+            };
+            let stdin = plugin_stdin(&list, plugin, prev, &att.capability_args, None);
+            match exec::run(&bin, &self.invocation(Command::Del, &att), &stdin).await {
+                Ok(out) => plugin_time += out.elapsed,
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        if errors.is_empty() {
+            Ok(plugin_time)
+        } else {
+            Err(net_err(format!(
+                "CNI DEL on network {:?}: {}",
+                list.name,
+                errors.join("; ")
+            )))
+        }
+    }
+
+    /// CHECK the attachment against its cached result (0.4.0+, unless the
+    /// config disables it; then Ok without running anything).
+    pub async fn check(&self, att: &Attachment) -> Result<bool> {
+        let list = cached_list(att)?;
+        if !list.supports_check() || list.disable_check {
+            return Ok(false);
+        }
+        let Some(result) = att.result.as_ref() else {
+            return Err(net_err(format!(
+                "CNI CHECK on network {:?}: the ADD never completed",
+                list.name
+            )));
+        };
+        let ctx = format!("CNI CHECK on network {:?}", list.name);
+        for plugin in &list.plugins {
+            let bin = self
+                .plugin_path(&plugin.plugin_type)
+                .map_err(|e| e.context(&ctx))?;
+            let stdin = plugin_stdin(&list, plugin, Some(result), &att.capability_args, None);
+            exec::run(&bin, &self.invocation(Command::Check, att), &stdin)
+                .await
+                .map_err(|e| e.context(&ctx))?;
+        }
+        Ok(true)
+    }
+
+    fn bare_invocation(&self, command: Command) -> Invocation<'_> {
+        Invocation {
+            command,
+            container_id: "",
+            netns: "",
+            ifname: "",
+            args: "",
+            bin_dirs: &self.settings.bin_dirs,
+            timeout: self.settings.plugin_timeout,
+        }
+    }
+
+    /// STATUS (1.1.0): every plugin must say it is ready.
+    pub async fn status(&self, list: &NetworkConfigList) -> Result<()> {
+        for plugin in &list.plugins {
+            let bin = self.plugin_path(&plugin.plugin_type)?;
+            let stdin = plugin_stdin(list, plugin, None, &Map::new(), None);
+            exec::run(&bin, &self.bare_invocation(Command::Status), &stdin).await?;
+        }
+        Ok(())
+    }
+
+    /// GC (1.1.0, unless disabled): plugins release whatever belongs to an
+    /// attachment not in `valid` (container id, interface). Returns whether
+    /// it ran.
+    pub async fn gc(&self, list: &NetworkConfigList, valid: &[(String, String)]) -> Result<bool> {
+        if !list.supports_status_and_gc() || list.disable_gc {
+            return Ok(false);
+        }
+        let attachments: Vec<Value> = valid
+            .iter()
+            .map(|(id, ifname)| serde_json::json!({"containerID": id, "ifname": ifname}))
+            .collect();
+        let mut errors = Vec::new();
+        for plugin in &list.plugins {
+            let bin = match self.plugin_path(&plugin.plugin_type) {
+                Ok(b) => b,
+                Err(e) => {
+                    errors.push(e.to_string());
+                    continue;
+                }
+            };
+            let stdin = plugin_stdin(
+                list,
+                plugin,
+                None,
+                &Map::new(),
+                Some((
+                    "cni.dev/valid-attachments",
+                    Value::Array(attachments.clone()),
+                )),
+            );
+            if let Err(e) = exec::run(&bin, &self.bare_invocation(Command::Gc), &stdin).await {
+                errors.push(e.to_string());
+            }
+        }
+        if errors.is_empty() {
+            Ok(true)
+        } else {
+            Err(net_err(format!(
+                "CNI GC on network {:?}: {}",
+                list.name,
+                errors.join("; ")
+            )))
+        }
+    }
+}
+
+/// The config list an attachment was made with.
+fn cached_list(att: &Attachment) -> Result<NetworkConfigList> {
+    NetworkConfigList::parse(
+        &serde_json::to_vec(&att.config).expect("JSON values serialize"),
+        Path::new("(cached attachment config)"),
+    )
+    .map_err(|e| net_err(format!("attachment {}: {e}", att.container_id)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    struct Fixture {
+        root: PathBuf,
+        cni: Cni,
+    }
+
+    impl Fixture {
+        fn new(tag: &str) -> Self {
+            let root =
+                std::env::temp_dir().join(format!("podscope-cni-rt-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&root);
+            std::fs::create_dir_all(root.join("net.d")).unwrap();
+            std::fs::create_dir_all(root.join("bin")).unwrap();
+            let cni = Cni::new(CniSettings {
+                conf_dir: root.join("net.d"),
+                bin_dirs: vec![root.join("bin")],
+                network: String::new(),
+                plugin_timeout: Duration::from_secs(5),
+            });
+            Fixture { root, cni }
+        }
+        fn log(&self) -> PathBuf {
+            self.root.join("log")
+        }
+        /// A plugin that appends "<name> <command> <stdin>" to the log and
+        /// prints `out` (with $prev standing for stdin's prevResult marker).
+        fn plugin(&self, name: &str, body: &str) {
+            let p = self.root.join("bin").join(name);
+            std::fs::write(
+                &p,
+                format!(
+                    "#!/bin/sh\nin=$(cat)\necho \"{name} $CNI_COMMAND netns=$CNI_NETNS $in\" >> {log}\n{body}\n",
+                    log = self.log().display()
+                ),
+            )
+            .unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        fn conf(&self, file: &str, text: &str) {
+            std::fs::write(self.root.join("net.d").join(file), text).unwrap();
+        }
+        fn log_lines(&self) -> Vec<String> {
+            std::fs::read_to_string(self.log())
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        }
+        fn attachment(&self) -> Attachment {
+            let list = self.cni.network().unwrap();
+            Attachment {
+                container_id: "abc".into(),
+                ifname: POD_IFNAME.into(),
+                netns: self.root.join("netns").display().to_string(),
+                args: "IgnoreUnknown=1".into(),
+                capability_args: serde_json::json!({"portMappings": [{"hostPort": 8080}]})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+                config: list.to_json(),
+                result: None,
+                last_error: String::new(),
+            }
+        }
+    }
+
+    impl Drop for Fixture {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+
+    const TWO: &str = r#"{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"first"},{"type":"second","capabilities":{"portMappings":true}}]}"#;
+
+    #[tokio::test]
+    async fn add_chains_prev_result_and_del_runs_in_reverse() {
+        let f = Fixture::new("chain");
+        f.conf("10-net.conflist", TWO);
+        f.plugin(
+            "first",
+            r#"[ "$CNI_COMMAND" = ADD ] && echo '{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.2/24"}],"mark":"from-first"}'; exit 0"#,
+        );
+        f.plugin(
+            "second",
+            r#"[ "$CNI_COMMAND" = ADD ] && printf '%s' "$in" | sed 's/.*"prevResult":\({[^}]*}[^}]*}\).*/\1/'; exit 0"#,
+        );
+        std::fs::write(f.root.join("netns"), "").unwrap();
+        let mut att = f.attachment();
+        let added = f.cni.add(&att).await.unwrap();
+        assert_eq!(added.result["mark"], "from-first");
+        assert_eq!(result::pod_ips(&added.result), ["10.0.0.2"]);
+        let log = f.log_lines();
+        assert!(log[0].starts_with("first ADD"), "{log:?}");
+        assert!(
+            !log[0].contains("runtimeConfig"),
+            "first declares no capability: {log:?}"
+        );
+        assert!(
+            log[1].contains("\"runtimeConfig\":{\"portMappings\":[{\"hostPort\":8080}]}"),
+            "{log:?}"
+        );
+        assert!(log[1].contains("\"name\":\"net\"") && log[1].contains("\"cniVersion\":\"1.0.0\""));
+        att.result = Some(added.result);
+        // The namespace is gone: DEL still runs, with CNI_NETNS empty.
+        std::fs::remove_file(f.root.join("netns")).unwrap();
+        f.cni.del(&att).await.unwrap();
+        let log = f.log_lines();
+        assert!(log[2].starts_with("second DEL netns= "), "{log:?}");
+        assert!(log[3].starts_with("first DEL netns= "), "{log:?}");
+        assert!(
+            log[3].contains("\"prevResult\":{"),
+            "DEL gets the cached result: {log:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn del_continues_past_failures_and_reports_them_all() {
+        let f = Fixture::new("del");
+        f.conf("10-net.conflist", TWO);
+        f.plugin("first", r#"echo '{"code":7,"msg":"first broke"}'; exit 1"#);
+        // "second" is missing altogether.
+        let att = f.cni.network().map(|_| ()).unwrap_err();
+        assert_eq!(att.reason, "NetworkPluginMissing");
+        assert!(
+            att.message.contains("plugin second not found"),
+            "{}",
+            att.message
+        );
+        let list = config::NetworkConfigList::parse(TWO.as_bytes(), Path::new("x")).unwrap();
+        let att = Attachment {
+            container_id: "abc".into(),
+            ifname: "eth0".into(),
+            netns: String::new(),
+            args: String::new(),
+            capability_args: Map::new(),
+            config: list.to_json(),
+            result: None,
+            last_error: String::new(),
+        };
+        let e = f.cni.del(&att).await.unwrap_err().to_string();
+        assert!(e.contains("second: CNI plugin not found"), "{e}");
+        assert!(e.contains("first: CNI error code 7: first broke"), "{e}");
+        assert_eq!(f.log_lines().len(), 1, "first still ran");
+    }
+
+    #[tokio::test]
+    async fn config_changes_are_seen_without_a_restart() {
+        let f = Fixture::new("reload");
+        assert_eq!(f.cni.network().unwrap_err().reason, "NoNetworkConfig");
+        f.conf("10-net.conflist", "{broken");
+        assert_eq!(f.cni.network().unwrap_err().reason, "NetworkConfigInvalid");
+        // Same size, new content: the mtime or inode tells.
+        std::thread::sleep(Duration::from_millis(10));
+        f.conf(
+            "10-net.conflist",
+            r#"{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"first"}]}"#,
+        );
+        assert_eq!(f.cni.network().unwrap_err().reason, "NetworkPluginMissing");
+        f.plugin("first", "exit 0");
+        assert_eq!(f.cni.network().unwrap().name, "net");
+    }
+
+    #[tokio::test]
+    async fn status_and_gc_run_only_for_1_1_0() {
+        let f = Fixture::new("gc");
+        f.conf(
+            "10-net.conflist",
+            r#"{"cniVersion":"1.1.0","name":"net","plugins":[{"type":"first"}]}"#,
+        );
+        f.plugin(
+            "first",
+            r#"[ "$CNI_COMMAND" = STATUS ] && [ -e "$(dirname "$0")/../down" ] && { echo '{"code":50,"msg":"plugin down"}'; exit 1; }; exit 0"#,
+        );
+        assert!(f.cni.readiness().await.is_ok());
+        std::fs::write(f.root.join("down"), "").unwrap();
+        let nr = f.cni.readiness().await.unwrap_err();
+        assert_eq!(nr.reason, "NetworkPluginNotReady");
+        assert!(
+            nr.message.contains("CNI error code 50: plugin down"),
+            "{}",
+            nr.message
+        );
+        let list = f.cni.network().unwrap();
+        assert!(f
+            .cni
+            .gc(&list, &[("abc".into(), "eth0".into())])
+            .await
+            .unwrap());
+        let log = f.log_lines();
+        let gc = log.iter().find(|l| l.starts_with("first GC")).unwrap();
+        assert!(
+            gc.contains(r#""cni.dev/valid-attachments":[{"containerID":"abc","ifname":"eth0"}]"#),
+            "{gc}"
+        );
+        let old = config::NetworkConfigList::parse(TWO.as_bytes(), Path::new("x")).unwrap();
+        assert!(
+            !f.cni.gc(&old, &[]).await.unwrap(),
+            "1.0.0 configs have no GC"
+        );
+    }
+
+    #[tokio::test]
+    async fn check_uses_the_cached_result_and_honours_disable_check() {
+        let f = Fixture::new("check");
+        f.conf(
+            "10-net.conflist",
+            r#"{"cniVersion":"1.0.0","name":"net","plugins":[{"type":"first"}]}"#,
+        );
+        f.plugin("first", r#"[ "$CNI_COMMAND" = CHECK ] && { echo '{"code":3,"msg":"veth gone"}'; exit 1; }; exit 0"#);
+        let mut att = f.attachment();
+        assert!(f
+            .cni
+            .check(&att)
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("never completed"));
+        att.result = Some(serde_json::json!({"cniVersion":"1.0.0"}));
+        let e = f.cni.check(&att).await.unwrap_err().to_string();
+        assert!(e.contains("first: CNI error code 3: veth gone"), "{e}");
+        att.config["disableCheck"] = true.into();
+        assert!(!f.cni.check(&att).await.unwrap());
+    }
+}

@@ -1,0 +1,741 @@
+//! Pod networking against real CNI plugins (Debian's containernetworking-
+//! plugins, in /usr/lib/cni) and the fixture plugin (tests/fixtures/cni),
+//! inside the harness's own network namespace.
+
+use crate::common::*;
+use podscope::client::{classify, dict_bool, dict_str, dict_strs, dict_u64, Dict};
+use podscope::ErrorKind;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::time::Duration;
+use zbus::zvariant::Value;
+
+/// The network `make install` + the harness put in /etc/cni/net.d.
+const TEST_NET: &str = "podscope-test";
+
+fn network_ready(conditions: &[(String, bool, String, String)]) -> (bool, String, String) {
+    let c = conditions
+        .iter()
+        .find(|c| c.0 == "NetworkReady")
+        .expect("a NetworkReady condition");
+    (c.1, c.2.clone(), c.3.clone())
+}
+
+fn runtime_info_u64(info: &Dict, key: &str) -> u64 {
+    dict_u64(info, key)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pods_get_addresses_from_real_plugins_and_reach_each_other() {
+    let (m, conn) = manager().await;
+    let a = create_started(&m, "net-a", opts(&[])).await;
+    let b = create_started(&m, "net-b", opts(&[])).await;
+    let (sa, sb) = (m.status(&a).await.unwrap(), m.status(&b).await.unwrap());
+    let (ipa, ipb) = (dict_strs(&sa, "ips"), dict_strs(&sb, "ips"));
+    assert_eq!(ipa.len(), 1, "{sa:?}");
+    assert!(ipa[0].starts_with("10.233.0.") && ipb[0].starts_with("10.233.0."));
+    assert_ne!(ipa, ipb, "distinct addresses");
+    assert_eq!(dict_str(&sa, "network_name"), TEST_NET);
+    assert!(dict_bool(&sa, "network_attached"));
+    // The property says the same, and the address is on the pod's eth0.
+    let path = format!("/org/podscope/Sandbox1/sandbox/{a}");
+    let obj = podscope::client::SandboxProxy::builder(&conn)
+        .path(path.as_str())
+        .unwrap()
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(obj.ips().await.unwrap(), ipa);
+    let addr = sh(&format!("ip -n podscope-{a} -o -4 addr show dev eth0"));
+    assert!(addr.contains(&format!("{}/24", ipa[0])), "{addr}");
+    // host-local holds both, keyed by sandbox id.
+    assert_eq!(host_local_owner_ips(TEST_NET, &a), ipa);
+    assert_eq!(host_local_owner_ips(TEST_NET, &b), ipb);
+
+    // TCP from pod b to pod a, across the bridge.
+    let listener = in_netns(&netns_path(&a), || {
+        std::net::TcpListener::bind("0.0.0.0:7000").unwrap()
+    });
+    let target = format!("{}:7000", ipa[0]);
+    let server = std::thread::spawn(move || {
+        let (mut s, peer) = listener.accept().unwrap();
+        let mut buf = [0u8; 5];
+        s.read_exact(&mut buf).unwrap();
+        s.write_all(b"pong!").unwrap();
+        (buf, peer.ip().to_string())
+    });
+    let reply = in_netns(&netns_path(&b), move || {
+        let mut c =
+            std::net::TcpStream::connect_timeout(&target.parse().unwrap(), Duration::from_secs(5))
+                .unwrap();
+        c.write_all(b"ping!").unwrap();
+        let mut buf = [0u8; 5];
+        c.read_exact(&mut buf).unwrap();
+        buf
+    });
+    let (got, peer) = server.join().unwrap();
+    assert_eq!((&got, &reply), (b"ping!", b"pong!"));
+    assert_eq!(peer, ipb[0], "the connection came from pod b's address");
+
+    // Stop: DEL returns the addresses to the pool; the namespace is gone.
+    for id in [&a, &b] {
+        m.stop(id).await.unwrap();
+        assert!(
+            host_local_owner_ips(TEST_NET, id).is_empty(),
+            "address of {id} released"
+        );
+        assert!(!std::path::Path::new(&netns_path(id)).exists());
+        let st = m.status(id).await.unwrap();
+        assert!(dict_strs(&st, "ips").is_empty());
+        assert!(!dict_bool(&st, "network_attached"));
+        m.stop(id).await.unwrap();
+        m.remove(id).await.unwrap();
+    }
+    assert_eq!(
+        sh(&format!(
+            "ls /var/lib/podscope/networks/ | grep -c -e {a} -e {b} || true"
+        ))
+        .trim(),
+        "0"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn port_mappings_reach_the_portmap_plugin() {
+    let (m, _) = manager().await;
+    let pm: HashMap<&str, Value<'_>> = HashMap::from([
+        ("protocol", "tcp".into()),
+        ("container_port", Value::U32(80)),
+        ("host_port", Value::U32(18080)),
+    ]);
+    let unpublished: HashMap<&str, Value<'_>> =
+        HashMap::from([("container_port", Value::U32(9090))]);
+    let id = create_started(
+        &m,
+        "ports",
+        opts(&[("port_mappings", vec![pm, unpublished].into())]),
+    )
+    .await;
+    let st = m.status(&id).await.unwrap();
+    let ip = dict_strs(&st, "ips")[0].clone();
+    let nat = sh("iptables-save -t nat");
+    assert!(
+        nat.lines()
+            .any(|l| l.contains("--dport 18080") && l.contains(&format!("{ip}:80"))),
+        "a DNAT rule from 18080 to {ip}:80:\n{nat}"
+    );
+    assert!(!nat.contains("9090"), "an unpublished port is not mapped");
+    m.remove(&id).await.unwrap();
+    let nat = sh("iptables-save -t nat");
+    assert!(
+        !nat.contains("--dport 18080"),
+        "DEL removed the mapping:\n{nat}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dns_and_hostname_files_are_written_and_removed() {
+    let (m, _) = manager().await;
+    let dns: HashMap<&str, Value<'_>> = HashMap::from([
+        ("servers", vec!["10.96.0.10"].into()),
+        (
+            "searches",
+            vec!["default.svc.cluster.local", "svc.cluster.local"].into(),
+        ),
+        ("options", vec!["ndots:5"].into()),
+    ]);
+    let name = uniq("dns");
+    let (id, _) = m
+        .create(
+            &name,
+            "default",
+            "u",
+            0,
+            opts(&[("dns", dns.into()), ("hostname", "web-0".into())]),
+        )
+        .await
+        .unwrap();
+    let st = m.status(&id).await.unwrap();
+    let resolv = dict_str(&st, "resolv_conf_path");
+    assert_eq!(resolv, format!("/run/podscope/sandboxes/{id}/resolv.conf"));
+    let text = std::fs::read_to_string(&resolv).unwrap();
+    assert!(text.contains("nameserver 10.96.0.10\n"), "{text}");
+    assert!(
+        text.contains("search default.svc.cluster.local svc.cluster.local\n"),
+        "{text}"
+    );
+    assert!(text.contains("options ndots:5\n"), "{text}");
+    let hostname = dict_str(&st, "hostname_path");
+    assert_eq!(std::fs::read_to_string(&hostname).unwrap(), "web-0\n");
+    // Without a DNS config: the host's resolv.conf; host network: the
+    // host's hostname.
+    let (host, _) = m
+        .create(
+            &uniq("dns-host"),
+            "default",
+            "u",
+            0,
+            opts(&[("network", "host".into())]),
+        )
+        .await
+        .unwrap();
+    let hs = m.status(&host).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dict_str(&hs, "resolv_conf_path")).unwrap(),
+        std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default()
+    );
+    assert_eq!(
+        std::fs::read_to_string(dict_str(&hs, "hostname_path"))
+            .unwrap()
+            .trim(),
+        sh("hostname").trim()
+    );
+    for i in [&id, &host] {
+        m.remove(i).await.unwrap();
+        assert!(!std::path::Path::new(&format!("/run/podscope/sandboxes/{i}")).exists());
+    }
+    // A bad DNS config is refused by name.
+    let bad: HashMap<&str, Value<'_>> = HashMap::from([("servers", vec!["not-an-ip"].into())]);
+    let e = m
+        .create(
+            &uniq("dns-bad"),
+            "default",
+            "u",
+            0,
+            opts(&[("dns", bad.into())]),
+        )
+        .await
+        .unwrap_err();
+    let (k, msg) = classify(&e);
+    assert_eq!(k, ErrorKind::InvalidArgument);
+    assert!(msg.starts_with("dns.servers:"), "{msg}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sysctls_apply_inside_the_pod_and_others_are_refused() {
+    let (m, _) = manager().await;
+    let host_somaxconn = sh("cat /proc/sys/net/core/somaxconn");
+    let host_shmmni = sh("cat /proc/sys/kernel/shmmni");
+    let sysctls = HashMap::from([("net.core.somaxconn", "1234"), ("kernel.shmmni", "2345")]);
+    let id = create_started(
+        &m,
+        "sysctl",
+        opts(&[("sysctls", sysctls.into()), ("ipc_namespace", "pod".into())]),
+    )
+    .await;
+    let pid = dict_u64(&m.status(&id).await.unwrap(), "init_pid");
+    assert_eq!(
+        sh(&format!(
+            "nsenter -t {pid} --net cat /proc/sys/net/core/somaxconn"
+        ))
+        .trim(),
+        "1234"
+    );
+    assert_eq!(
+        sh(&format!(
+            "nsenter -t {pid} --ipc cat /proc/sys/kernel/shmmni"
+        ))
+        .trim(),
+        "2345"
+    );
+    assert_eq!(
+        sh("cat /proc/sys/net/core/somaxconn"),
+        host_somaxconn,
+        "host untouched"
+    );
+    assert_eq!(
+        sh("cat /proc/sys/kernel/shmmni"),
+        host_shmmni,
+        "host untouched"
+    );
+    m.remove(&id).await.unwrap();
+
+    for (name, want) in [
+        ("kernel.panic", "sysctls: kernel.panic is not namespaced"),
+        ("vm.swappiness", "sysctls: vm.swappiness is not namespaced"),
+    ] {
+        let e = m
+            .create(
+                &uniq("sysctl-bad"),
+                "default",
+                "u",
+                0,
+                opts(&[("sysctls", HashMap::from([(name, "1")]).into())]),
+            )
+            .await
+            .unwrap_err();
+        let (k, msg) = classify(&e);
+        assert_eq!(k, ErrorKind::InvalidArgument, "{msg}");
+        assert!(msg.starts_with(want), "{msg}");
+    }
+    let e = m
+        .create(
+            &uniq("sysctl-host"),
+            "default",
+            "u",
+            0,
+            opts(&[
+                ("network", "host".into()),
+                (
+                    "sysctls",
+                    HashMap::from([("net.core.somaxconn", "1")]).into(),
+                ),
+            ]),
+        )
+        .await
+        .unwrap_err();
+    assert!(classify(&e).1.contains("host's network namespace"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn network_readiness_follows_the_conf_dir_without_a_restart() {
+    let dir = cni_conf_dir("ready", &[]);
+    with_config(&cni_config(&dir, 5000), || async {
+        let (m, _) = manager().await;
+        let (conds, _) = m.runtime_status().await.unwrap();
+        let (ok, reason, msg) = network_ready(&conds);
+        assert!(!ok);
+        assert_eq!(reason, "NoNetworkConfig");
+        assert!(msg.contains(&dir), "{msg}");
+        // A pod-network pod cannot be made; a host-network one can.
+        let e = m
+            .create(&uniq("noconf"), "default", "u", 0, opts(&[]))
+            .await
+            .unwrap_err();
+        let (k, msg) = classify(&e);
+        assert_eq!(k, ErrorKind::NetworkFailed);
+        assert!(msg.contains("NoNetworkConfig"), "{msg}");
+        let host = create_started(&m, "noconf-host", opts(&[("network", "host".into())])).await;
+        m.remove(&host).await.unwrap();
+
+        std::fs::write(
+            format!("{dir}/10-bad.conflist"),
+            "{\"cniVersion\": \"1.0.0\", ",
+        )
+        .unwrap();
+        let (ok, reason, msg) = network_ready(&m.runtime_status().await.unwrap().0);
+        assert!(!ok);
+        assert_eq!(reason, "NetworkConfigInvalid");
+        assert!(
+            msg.contains("10-bad.conflist") && msg.contains("invalid JSON"),
+            "{msg}"
+        );
+
+        std::fs::write(
+            format!("{dir}/10-bad.conflist"),
+            r#"{"cniVersion":"1.0.0","name":"gone","plugins":[{"type":"no-such-plugin"}]}"#,
+        )
+        .unwrap();
+        let (ok, reason, msg) = network_ready(&m.runtime_status().await.unwrap().0);
+        assert!(!ok);
+        assert_eq!(reason, "NetworkPluginMissing");
+        assert!(msg.contains("no-such-plugin not found"), "{msg}");
+
+        std::fs::write(
+            format!("{dir}/10-bad.conflist"),
+            bridge_conflist("ready-net", "podscope1", "10.240.0.0/24", None),
+        )
+        .unwrap();
+        let (ok, reason, msg) = network_ready(&m.runtime_status().await.unwrap().0);
+        assert!(ok, "{reason}: {msg}");
+        assert!(msg.contains("ready-net"), "{msg}");
+        let id = create_started(&m, "nowready", opts(&[])).await;
+        assert!(dict_strs(&m.status(&id).await.unwrap(), "ips")[0].starts_with("10.240.0."));
+        m.remove(&id).await.unwrap();
+    })
+    .await;
+}
+
+/// What pod networking leaves on the node: pinned namespaces and cached
+/// attachments.
+fn network_leftovers() -> (String, String) {
+    (
+        sh("ls /run/netns | grep podscope- || true"),
+        sh("ls /var/lib/podscope/networks"),
+    )
+}
+
+/// Assert that a failed Create left nothing: no record, no namespace, no
+/// addresses, no attachment.
+async fn assert_nothing_left(
+    m: &podscope::client::ManagerProxy<'_>,
+    name: &str,
+    network: &str,
+    before: (String, String),
+) {
+    let listed = m
+        .list(HashMap::from([("name", Value::from(name))]))
+        .await
+        .unwrap();
+    assert!(listed.is_empty(), "no record of {name}");
+    assert!(
+        host_local_ips(network).is_empty(),
+        "addresses released: {:?}",
+        host_local_ips(network)
+    );
+    assert_eq!(
+        network_leftovers(),
+        before,
+        "no namespace or attachment left"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_plugin_is_named_and_the_add_rolled_back() {
+    let log = fixture_log("fail");
+    let _ = std::fs::remove_file(&log);
+    let dir = cni_conf_dir(
+        "fail",
+        &[(
+            "10-fail.conflist",
+            bridge_conflist(
+                "fail-net",
+                "podscope2",
+                "10.241.0.0/24",
+                Some(&format!(r#""mode":"fail","log":"{log}""#)),
+            ),
+        )],
+    );
+    with_config(&cni_config(&dir, 5000), || async {
+        let (m, _) = manager().await;
+        let name = uniq("cni-fail");
+        let before = network_leftovers();
+        let e = m
+            .create(&name, "default", "u", 0, opts(&[]))
+            .await
+            .unwrap_err();
+        let (k, msg) = classify(&e);
+        assert_eq!(k, ErrorKind::NetworkFailed, "{msg}");
+        assert!(
+            msg.contains(
+                "podscope-fixture: CNI error code 11: fixture refuses to add (mode=fail for "
+            ),
+            "the plugin's error word for word: {msg}"
+        );
+        assert!(msg.contains("CNI ADD on network \"fail-net\""), "{msg}");
+        // bridge's ADD had taken an address: the DEL gave it back.
+        let calls = fixture_calls("fail");
+        assert!(calls.iter().any(|c| c.starts_with("ADD ")), "{calls:?}");
+        assert!(
+            calls.iter().any(|c| c.starts_with("DEL ")),
+            "DEL after the failed ADD: {calls:?}"
+        );
+        assert_nothing_left(&m, &name, "fail-net", before).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hanging_plugin_is_killed_at_the_timeout() {
+    let dir = cni_conf_dir(
+        "hang",
+        &[(
+            "10-hang.conflist",
+            bridge_conflist(
+                "hang-net",
+                "podscope3",
+                "10.242.0.0/24",
+                Some(r#""mode":"hang""#),
+            ),
+        )],
+    );
+    with_config(&cni_config(&dir, 700), || async {
+        let (m, _) = manager().await;
+        let name = uniq("cni-hang");
+        let before = network_leftovers();
+        let t0 = std::time::Instant::now();
+        let e = m
+            .create(&name, "default", "u", 0, opts(&[]))
+            .await
+            .unwrap_err();
+        let (k, msg) = classify(&e);
+        assert_eq!(k, ErrorKind::NetworkFailed, "{msg}");
+        assert!(
+            msg.contains("podscope-fixture: ADD timed out after 700 ms; killed"),
+            "{msg}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        assert_ne!(
+            sh_status("pgrep -f 'sleep 600'"),
+            0,
+            "the plugin and its child are gone"
+        );
+        assert_nothing_left(&m, &name, "hang-net", before).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn garbage_from_a_plugin_is_a_named_error() {
+    let dir = cni_conf_dir(
+        "garbage",
+        &[(
+            "10-g.conflist",
+            bridge_conflist(
+                "garbage-net",
+                "podscope4",
+                "10.243.0.0/24",
+                Some(r#""mode":"garbage""#),
+            ),
+        )],
+    );
+    with_config(&cni_config(&dir, 5000), || async {
+        let (m, _) = manager().await;
+        let name = uniq("cni-garbage");
+        let before = network_leftovers();
+        let e = m.create(&name, "default", "u", 0, opts(&[])).await.unwrap_err();
+        let (k, msg) = classify(&e);
+        assert_eq!(k, ErrorKind::NetworkFailed, "{msg}");
+        assert!(
+            msg.contains("podscope-fixture: ADD printed output that is not a CNI result: \"this is not JSON\""),
+            "{msg}"
+        );
+        assert_nothing_left(&m, &name, "garbage-net", before).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_retries_a_failed_del_and_remove_never_gets_stuck() {
+    let log = fixture_log("faildel");
+    let _ = std::fs::remove_file(&log);
+    let conflist = |mode: &str| {
+        format!(
+            r#"{{"cniVersion":"1.0.0","name":"faildel-net","plugins":[{{"type":"podscope-fixture","mode":"{mode}","ip":"10.99.0.7/24","log":"{log}"}}]}}"#
+        )
+    };
+    let dir = cni_conf_dir("faildel", &[("10-f.conflist", conflist("ok"))]);
+    with_config(&cni_config(&dir, 5000), || async {
+        let (m, _) = manager().await;
+        let id = create_started(&m, "faildel", opts(&[])).await;
+        assert_eq!(
+            dict_strs(&m.status(&id).await.unwrap(), "ips"),
+            ["10.99.0.7"]
+        );
+        // The cached config is what DEL uses: make the cache say "faildel",
+        // as if the plugin had started failing.
+        let att = format!("/var/lib/podscope/networks/{id}.json");
+        let text = std::fs::read_to_string(&att)
+            .unwrap()
+            .replace(r#""mode":"ok""#, r#""mode":"faildel""#);
+        std::fs::write(&att, text).unwrap();
+        let e = m.stop(&id).await.unwrap_err();
+        let (k, msg) = classify(&e);
+        assert_eq!(k, ErrorKind::NetworkFailed, "{msg}");
+        assert!(
+            msg.contains("CNI error code 12: fixture refuses to delete (mode=faildel)"),
+            "{msg}"
+        );
+        let st = m.status(&id).await.unwrap();
+        assert_eq!(dict_str(&st, "state"), "notready");
+        assert!(dict_bool(&st, "network_attached"), "the DEL is still owed");
+        assert!(dict_str(&st, "network_error").contains("code 12"));
+        assert!(
+            !std::path::Path::new(&netns_path(&id)).exists(),
+            "the namespace went anyway"
+        );
+        // Repeated Stop retries the DEL; now it works.
+        let text = std::fs::read_to_string(&att)
+            .unwrap()
+            .replace(r#""mode":"faildel""#, r#""mode":"ok""#);
+        std::fs::write(&att, text).unwrap();
+        m.stop(&id).await.unwrap();
+        let st = m.status(&id).await.unwrap();
+        assert!(!dict_bool(&st, "network_attached"));
+        assert!(!std::path::Path::new(&att).exists());
+        m.remove(&id).await.unwrap();
+
+        // Plugins gone altogether: Remove still removes, the DEL stays owed
+        // and is paid at the next start, once the plugin is back.
+        let id = create_started(&m, "noplugin", opts(&[])).await;
+        let no_fixture = format!("cni_conf_dir = \"{dir}\"\ncni_bin_dirs = [\"/usr/lib/cni\"]\n");
+        std::fs::write("/etc/podscope/podscope.toml", no_fixture).unwrap();
+        daemon("restart");
+        let (m, _) = manager().await;
+        m.remove(&id).await.unwrap();
+        assert!(m.status(&id).await.is_err(), "the record is gone");
+        let (_, info) = m.runtime_status().await.unwrap();
+        assert_eq!(runtime_info_u64(&info, "network_teardowns_owed"), 1);
+        let dels_before = fixture_calls("faildel")
+            .iter()
+            .filter(|c| c.starts_with(&format!("DEL {id}")))
+            .count();
+        std::fs::write("/etc/podscope/podscope.toml", cni_config(&dir, 5000)).unwrap();
+        daemon("restart");
+        let (m, _) = manager().await;
+        wait_until(Duration::from_secs(10), || {
+            !std::path::Path::new(&format!("/var/lib/podscope/networks/{id}.json")).exists()
+        });
+        let dels = fixture_calls("faildel")
+            .iter()
+            .filter(|c| c.starts_with(&format!("DEL {id}")))
+            .count();
+        assert_eq!(dels, dels_before + 1, "reconciliation ran the owed DEL");
+        let (_, info) = m.runtime_status().await.unwrap();
+        assert_eq!(runtime_info_u64(&info, "network_teardowns_owed"), 0);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_daemon_killed_during_add_leaks_nothing() {
+    let log = fixture_log("slow");
+    let _ = std::fs::remove_file(&log);
+    let dir = cni_conf_dir(
+        "slow",
+        &[(
+            "10-slow.conflist",
+            bridge_conflist(
+                "slow-net",
+                "podscope5",
+                "10.244.0.0/24",
+                Some(&format!(r#""mode":"slow","delay":"30","log":"{log}""#)),
+            ),
+        )],
+    );
+    with_config(&cni_config(&dir, 60_000), || async {
+        let (m, _) = manager().await;
+        let name = uniq("killed-add");
+        let before = network_leftovers();
+        let create = {
+            let name = name.clone();
+            tokio::spawn(async move {
+                let (m, _) = manager().await;
+                m.create(&name, "default", "u", 0, opts(&[])).await
+            })
+        };
+        // bridge has taken an address; the fixture is sleeping in ADD.
+        wait_until(Duration::from_secs(20), || {
+            fixture_calls("slow").iter().any(|c| c.starts_with("ADD "))
+        });
+        assert_eq!(host_local_ips("slow-net").len(), 1);
+        let pid = sh("systemctl show -P MainPID podscoped")
+            .trim()
+            .parse::<u32>()
+            .unwrap();
+        sh("systemctl kill -s KILL podscoped");
+        wait_until(Duration::from_secs(5), || !pid_alive(pid));
+        assert!(create.await.unwrap().is_err(), "the caller got no sandbox");
+        // Restart with a quick plugin: reconciliation pays the DEL.
+        std::fs::write(
+            format!("{dir}/10-slow.conflist"),
+            bridge_conflist(
+                "slow-net",
+                "podscope5",
+                "10.244.0.0/24",
+                Some(&format!(r#""mode":"pass","log":"{log}""#)),
+            ),
+        )
+        .unwrap();
+        daemon("restart");
+        let (m2, _) = manager().await;
+        wait_until(Duration::from_secs(10), || {
+            host_local_ips("slow-net").is_empty()
+        });
+        let listed = m2
+            .list(HashMap::from([("name", Value::from(name.as_str()))]))
+            .await
+            .unwrap();
+        // The interrupted Create's record is kept (its caller may retry),
+        // with no network: Start would set it up again.
+        for s in &listed {
+            let id = dict_str(s, "id");
+            let st = m2.status(&id).await.unwrap();
+            assert_eq!(dict_str(&st, "state"), "created");
+            assert!(!dict_bool(&st, "network_attached"));
+            m2.start(&id).await.unwrap();
+            assert_eq!(
+                host_local_owner_ips("slow-net", &id).len(),
+                1,
+                "Start attached it again"
+            );
+            m2.remove(&id).await.unwrap();
+        }
+        assert!(host_local_ips("slow-net").is_empty());
+        assert_eq!(network_leftovers(), before);
+        drop(m);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_and_gc_for_1_1_0_networks() {
+    let log = fixture_log("gc");
+    let _ = std::fs::remove_file(&log);
+    let conflist = |mode: &str| {
+        format!(
+            r#"{{"cniVersion":"1.1.0","name":"gc-net","plugins":[{{"type":"podscope-fixture","mode":"{mode}","ip":"10.98.0.3/24","log":"{log}"}}]}}"#
+        )
+    };
+    let dir = cni_conf_dir("gc", &[("10-gc.conflist", conflist("ok"))]);
+    with_config(&cni_config(&dir, 5000), || async {
+        let (m, _) = manager().await;
+        let (ok, reason, msg) = network_ready(&m.runtime_status().await.unwrap().0);
+        assert!(ok, "{reason}: {msg}");
+        assert!(fixture_calls("gc").iter().any(|c| c.starts_with("STATUS ")));
+        let id = create_started(&m, "gc", opts(&[])).await;
+        daemon("restart");
+        let (m, _) = manager().await;
+        // The first start (no pods) sent an empty list; this one names the pod.
+        let want = format!(r#"{{"containerID":"{id}","ifname":"eth0"}}"#);
+        wait_until(Duration::from_secs(10), || {
+            fixture_calls("gc")
+                .iter()
+                .any(|c| c.starts_with("GC ") && c.contains(&want))
+        });
+        let gcs: Vec<String> = fixture_calls("gc")
+            .into_iter()
+            .filter(|c| c.starts_with("GC "))
+            .collect();
+        assert!(
+            !gcs[0].contains(&want),
+            "the first GC ran before the pod existed: {gcs:?}"
+        );
+        std::fs::write(format!("{dir}/10-gc.conflist"), conflist("statusfail")).unwrap();
+        let (ok, reason, msg) = network_ready(&m.runtime_status().await.unwrap().0);
+        assert!(!ok);
+        assert_eq!(reason, "NetworkPluginNotReady");
+        assert!(
+            msg.contains("CNI error code 50: fixture is not ready (mode=statusfail)"),
+            "{msg}"
+        );
+        m.remove(&id).await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn host_network_pods_get_no_namespace_and_no_cni_call() {
+    let log = fixture_log("hostnet");
+    let _ = std::fs::remove_file(&log);
+    let dir = cni_conf_dir(
+        "hostnet",
+        &[(
+            "10-h.conflist",
+            format!(
+                r#"{{"cniVersion":"1.0.0","name":"h","plugins":[{{"type":"podscope-fixture","mode":"ok","ip":"10.97.0.2/24","log":"{log}"}}]}}"#
+            ),
+        )],
+    );
+    with_config(&cni_config(&dir, 5000), || async {
+        let (m, _) = manager().await;
+        let id = create_started(&m, "hostnet", opts(&[("network", "host".into())])).await;
+        let st = m.status(&id).await.unwrap();
+        assert!(dict_strs(&st, "ips").is_empty());
+        assert_eq!(dict_str(&st, "netns_path"), "");
+        let pid = dict_u64(&st, "init_pid") as u32;
+        assert_eq!(ns_of(pid, "net"), ns_of(1, "net"));
+        assert_eq!(
+            ns_of(pid, "uts"),
+            ns_of(1, "uts"),
+            "shares the host's UTS namespace"
+        );
+        m.remove(&id).await.unwrap();
+        assert!(
+            fixture_calls("hostnet").is_empty(),
+            "no CNI call: {:?}",
+            fixture_calls("hostnet")
+        );
+    })
+    .await;
+}
