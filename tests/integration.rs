@@ -1055,10 +1055,16 @@ async fn calls_queued_by_activation_are_answered() {
             .trim()
             .parse()
             .unwrap();
+        let owner = || {
+            sh_out("busctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus GetNameOwner s org.podscope.Sandbox1").1
+        };
+        let old_owner = owner();
         sh("systemctl reset-failed podscoped 2>/dev/null; systemctl kill -s KILL podscoped");
         // systemctl kill only sends the signal: call once the old daemon is
-        // really gone, or the call may reach it in its last moments.
+        // really gone, and once the bus has noticed (until it processes the
+        // hang-up, dbus-daemon still routes calls to the dead connection).
         wait_until(Duration::from_secs(5), || !pid_alive(pid));
+        wait_until(Duration::from_secs(5), || owner() != old_owner);
         let conn = podscope::client::system_connection(Duration::from_secs(10))
             .await
             .unwrap();

@@ -150,6 +150,13 @@ impl Lifecycle {
                 }
             };
             if !owed {
+                // A pod that stayed up while podscoped was away: CHECK that its
+                // network is still what ADD made (0.4.0+ configs).
+                if let Some(e) = &entry {
+                    if e.with(|s| s.state) == State::Ready {
+                        self.check_network(e, &att).await;
+                    }
+                }
                 continue;
             }
             warn!(sandbox_id = %id, "sandbox {id}: network attachment without a live sandbox: running CNI DEL");
@@ -203,6 +210,32 @@ impl Lifecycle {
                 "no CNI GC: network not ready ({}): {}",
                 nr.reason, nr.message
             ),
+        }
+    }
+
+    /// CNI CHECK of a ready pod; a failure is recorded in the sandbox's
+    /// network error (shown by Status) and logged, and nothing is torn down:
+    /// deciding to replace the pod is kubelet's call.
+    async fn check_network(&self, entry: &crate::registry::Entry, att: &Attachment) {
+        let id = &entry.id;
+        let error = match self.cni.check(att).await {
+            Ok(true) => {
+                info!(sandbox_id = %id, "sandbox {id}: CNI CHECK passed");
+                String::new()
+            }
+            Ok(false) => return,
+            Err(e) => {
+                warn!(sandbox_id = %id, "sandbox {id}: CNI CHECK failed: {e}");
+                format!("CHECK after restart: {e}")
+            }
+        };
+        let mut next = entry.snapshot();
+        if next.network.error != error {
+            next.network.error = error;
+            match self.persist(entry, next) {
+                Ok(()) => self.emit(Event::Changed(id.clone())),
+                Err(e) => warn!(sandbox_id = %id, "sandbox {id}: {e}"),
+            }
         }
     }
 

@@ -739,3 +739,59 @@ async fn host_network_pods_get_no_namespace_and_no_cni_call() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ready_pods_are_checked_after_a_restart() {
+    let log = fixture_log("check");
+    let _ = std::fs::remove_file(&log);
+    let dir = cni_conf_dir(
+        "check",
+        &[(
+            "10-c.conflist",
+            format!(
+                r#"{{"cniVersion":"1.0.0","name":"check-net","plugins":[{{"type":"podscope-fixture","mode":"ok","ip":"10.96.5.5/24","log":"{log}"}}]}}"#
+            ),
+        )],
+    );
+    with_config(&cni_config(&dir, 5000), || async {
+        let (m, _) = manager().await;
+        let id = create_started(&m, "check", opts(&[])).await;
+        daemon("restart");
+        wait_until(Duration::from_secs(10), || {
+            fixture_calls("check")
+                .iter()
+                .any(|c| c.starts_with(&format!("CHECK {id}")))
+        });
+        let (m, _) = manager().await;
+        assert_eq!(dict_str(&m.status(&id).await.unwrap(), "network_error"), "");
+        // The plugin now finds the network broken (the cache is what CHECK uses).
+        let att = format!("/var/lib/podscope/networks/{id}.json");
+        let text = std::fs::read_to_string(&att)
+            .unwrap()
+            .replace(r#""mode":"ok""#, r#""mode":"checkfail""#);
+        std::fs::write(&att, text).unwrap();
+        daemon("restart");
+        let (m, _) = manager().await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !dict_str(&m.status(&id).await.unwrap(), "network_error").contains("code 13") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "CHECK failure not recorded"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let st = m.status(&id).await.unwrap();
+        assert_eq!(
+            dict_str(&st, "state"),
+            "ready",
+            "CHECK reports, it does not tear down"
+        );
+        assert!(
+            dict_str(&st, "network_error")
+                .contains("CNI error code 13: fixture finds the network broken (mode=checkfail)"),
+            "{st:?}"
+        );
+        m.remove(&id).await.unwrap();
+    })
+    .await;
+}
