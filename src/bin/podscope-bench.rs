@@ -267,7 +267,7 @@ fn journal_times(ids: &[String], message_end: &str, field: &str) -> Vec<Duration
                 .is_some_and(|id| want.contains(id))
                 && v.get("MESSAGE")
                     .and_then(|s| s.as_str())
-                    .is_some_and(|m| m.ends_with(message_end))
+                    .is_some_and(|m| m.ends_with(message_end) || m.contains(message_end))
         })
         .filter_map(|v| v.get(field)?.as_str()?.parse().ok())
         .map(Duration::from_micros)
@@ -374,7 +374,22 @@ async fn network(m: &ManagerProxy<'_>, t: &mut Table) {
             "network detached",
             "PLUGIN_US",
         ),
+        ("Stop: netns unit stop p50", " stopped", "NETNS_US"),
         ("Stop: whole, daemon-measured p50", " stopped", "ELAPSED_US"),
+        ("Create: netns unit start p50", " created", "NETNS_US"),
+        (
+            "Create: whole, daemon-measured p50",
+            " created",
+            "ELAPSED_US",
+        ),
+        (
+            "Start: whole, daemon-measured p50",
+            " started in ",
+            "TOTAL_US",
+        ),
+        ("Start: network check p50", " started in ", "NETWORK_US"),
+        ("Start: podscope-init spawn p50", " started in ", "INIT_US"),
+        ("Start: scope job p50", " started in ", "SCOPE_US"),
     ] {
         let mut v = journal_times(&ids, msg, field);
         if !v.is_empty() {

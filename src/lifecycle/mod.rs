@@ -201,7 +201,8 @@ impl Lifecycle {
             return Err(e.context(format!("create sandbox {pod}")));
         }
         let t_saved = t0.elapsed();
-        if let Err(e) = self.create_steps(&mut sandbox).await {
+        let mut t_netns = std::time::Duration::ZERO;
+        if let Err(e) = self.create_steps(&mut sandbox, &mut t_netns).await {
             // Undo exactly what was done; each undo step is idempotent.
             if let Err(de) = self.detach_network(&id).await {
                 tracing::error!(sandbox_id = %id, "sandbox {id}: create failed and its network teardown too: {de}");
@@ -220,20 +221,28 @@ impl Lifecycle {
         let entry = Entry::new(sandbox);
         self.registry.insert(entry.clone());
         info!(sandbox_id = %id, pod = %pod, checkpoint_us = t_saved.as_micros() as u64,
+              netns_us = t_netns.as_micros() as u64,
               elapsed_us = t0.elapsed().as_micros() as u64, "sandbox {id} created");
         self.emit(Event::Created(id));
         Ok(entry)
     }
 
     /// Create's steps after the first checkpoint: namespace, network, files.
-    async fn create_steps(&self, sb: &mut Sandbox) -> Result<()> {
+    /// `t_netns` gets the time the netns unit took to start.
+    async fn create_steps(
+        &self,
+        sb: &mut Sandbox,
+        t_netns: &mut std::time::Duration,
+    ) -> Result<()> {
         let id = sb.id.clone();
         if sb.has_netns() {
             let unit = sb.netns_unit();
+            let t0 = Instant::now();
             self.systemd
                 .start_unit(&unit, self.settings.start_timeout())
                 .await
                 .with_context(|| format!("sandbox {id}: create: start {unit}"))?;
+            *t_netns = t0.elapsed();
             sb.network = self.attach_network(sb).await?;
         }
         let (resolv, hostname) = pod_files::write(&self.settings.run_dir, sb)
@@ -442,6 +451,7 @@ impl Lifecycle {
                 .await
                 .with_context(|| format!("sandbox {}: stop: stop {netns}", sb.id))?;
         }
+        let t_netns = t0.elapsed();
         let mut next = sb.clone();
         if sb.state != State::NotReady {
             next.state = State::NotReady;
@@ -463,6 +473,7 @@ impl Lifecycle {
         info!(sandbox_id = %sb.id, unit = %unit,
               scope_us = t_scope.as_micros() as u64,
               network_us = (t_net - t_scope).as_micros() as u64,
+              netns_us = (t_netns - t_net).as_micros() as u64,
               elapsed_us = t0.elapsed().as_micros() as u64, "sandbox {} stopped", sb.id);
         self.emit(Event::Changed(sb.id.clone()));
         net
