@@ -88,23 +88,10 @@ pub async fn spawn_init(init_path: &Path, sb: &Sandbox, timeout: Duration) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{SandboxConfig, SandboxId, State};
+    use crate::domain::{SandboxConfig, SandboxId};
 
     fn sb(config: SandboxConfig) -> Sandbox {
-        Sandbox {
-            id: SandboxId::random(),
-            config,
-            state: State::Created,
-            created_at: 0,
-            started_at: 0,
-            finished_at: 0,
-            slice: String::new(),
-            init_pid: 0,
-            reason: String::new(),
-            network: Default::default(),
-            resolv_conf_path: String::new(),
-            hostname_path: String::new(),
-        }
+        Sandbox::new(SandboxId::random(), config, String::new(), 0)
     }
 
     #[test]

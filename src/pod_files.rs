@@ -68,14 +68,14 @@ pub fn remove(run_dir: &Path, id: &SandboxId) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{DnsConfig, SandboxConfig, State};
+    use crate::domain::{DnsConfig, SandboxConfig};
 
     #[test]
     fn files_follow_the_config() {
         let run = std::env::temp_dir().join(format!("podscope-files-{}", std::process::id()));
-        let mut sb = Sandbox {
-            id: SandboxId::random(),
-            config: SandboxConfig {
+        let mut sb = Sandbox::new(
+            SandboxId::random(),
+            SandboxConfig {
                 name: "web-0".into(),
                 dns: DnsConfig {
                     servers: vec!["10.96.0.10".into()],
@@ -83,17 +83,9 @@ mod tests {
                 },
                 ..Default::default()
             },
-            state: State::Created,
-            created_at: 0,
-            started_at: 0,
-            finished_at: 0,
-            slice: String::new(),
-            init_pid: 0,
-            reason: String::new(),
-            network: Default::default(),
-            resolv_conf_path: String::new(),
-            hostname_path: String::new(),
-        };
+            String::new(),
+            0,
+        );
         let (r, h) = write(&run, &sb).unwrap();
         assert!(std::fs::read_to_string(&r)
             .unwrap()

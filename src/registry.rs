@@ -162,29 +162,21 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{SandboxConfig, State};
+    use crate::domain::SandboxConfig;
     use crate::error::ErrorKind;
 
     fn sandbox(id: &str, name: &str) -> Sandbox {
-        Sandbox {
-            id: SandboxId::parse(&format!("{id:0<64}")).unwrap(),
-            config: SandboxConfig {
+        Sandbox::new(
+            SandboxId::parse(&format!("{id:0<64}")).unwrap(),
+            SandboxConfig {
                 name: name.into(),
                 namespace: "ns".into(),
                 uid: "u".into(),
                 ..Default::default()
             },
-            state: State::Created,
-            created_at: 0,
-            started_at: 0,
-            finished_at: 0,
-            slice: String::new(),
-            init_pid: 0,
-            reason: String::new(),
-            network: Default::default(),
-            resolv_conf_path: String::new(),
-            hostname_path: String::new(),
-        }
+            String::new(),
+            0,
+        )
     }
 
     #[test]

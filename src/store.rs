@@ -224,25 +224,17 @@ pub(crate) mod tests {
     }
 
     fn sample() -> Sandbox {
-        Sandbox {
-            id: SandboxId::random(),
-            config: SandboxConfig {
+        Sandbox::new(
+            SandboxId::random(),
+            SandboxConfig {
                 name: "n".into(),
                 namespace: "ns".into(),
                 uid: "u".into(),
                 ..Default::default()
             },
-            state: State::Created,
-            created_at: 1,
-            started_at: 0,
-            finished_at: 0,
-            slice: "podscope.slice".into(),
-            init_pid: 0,
-            reason: String::new(),
-            network: Default::default(),
-            resolv_conf_path: String::new(),
-            hostname_path: String::new(),
-        }
+            "podscope.slice".to_owned(),
+            1,
+        )
     }
 
     #[test]

@@ -254,62 +254,82 @@ async fn latency(m: &ManagerProxy<'_>, t: &mut Table) {
     );
 }
 
-/// A µs timing field of the daemon's journal entries for `ids` whose
-/// message ends with `message_end`.
-fn journal_times(ids: &[String], message_end: &str, field: &str) -> Vec<Duration> {
-    let out = sh("journalctl -u podscoped -o json --no-pager -n 20000");
-    let want: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
-    out.lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| {
-            v.get("SANDBOX_ID")
-                .and_then(|s| s.as_str())
-                .is_some_and(|id| want.contains(id))
-                && v.get("MESSAGE")
-                    .and_then(|s| s.as_str())
-                    .is_some_and(|m| m.ends_with(message_end) || m.contains(message_end))
-        })
-        .filter_map(|v| v.get(field)?.as_str()?.parse().ok())
-        .map(Duration::from_micros)
-        .collect()
+/// The daemon's journal (JSON entries), read once: its per-step timings
+/// are structured fields of its log messages.
+struct Journal(Vec<serde_json::Value>);
+
+impl Journal {
+    fn read() -> Self {
+        let out = sh("journalctl -u podscoped -o json --no-pager -n 20000");
+        Journal(
+            out.lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect(),
+        )
+    }
+
+    /// `field` (µs) of the entries for one of `ids` whose message contains
+    /// `message_part`, by sandbox id.
+    fn times(&self, ids: &[String], message_part: &str, field: &str) -> HashMap<String, Duration> {
+        let want: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
+        let text =
+            |v: &serde_json::Value, k: &str| v.get(k).and_then(|s| s.as_str()).map(str::to_owned);
+        self.0
+            .iter()
+            .filter(|v| text(v, "MESSAGE").is_some_and(|m| m.contains(message_part)))
+            .filter_map(|v| {
+                let id = text(v, "SANDBOX_ID").filter(|id| want.contains(id.as_str()))?;
+                let us: u64 = text(v, field)?.parse().ok()?;
+                Some((id, Duration::from_micros(us)))
+            })
+            .collect()
+    }
+
+    /// Per sandbox: (Create+Start total, time in CNI plugins, CNI runtime's
+    /// own time), as the daemon measured them.
+    fn create_start_timings(&self, ids: &[String]) -> Vec<(Duration, Duration, Duration)> {
+        let created = self.times(ids, " created", "ELAPSED_US");
+        let started = self.times(ids, " started in ", "TOTAL_US");
+        let plugins = self.times(ids, " attached (", "PLUGIN_US");
+        let overhead = self.times(ids, " attached (", "OVERHEAD_US");
+        ids.iter()
+            .filter_map(|id| {
+                Some((
+                    *created.get(id)? + started.get(id).copied().unwrap_or_default(),
+                    *plugins.get(id)?,
+                    overhead.get(id).copied().unwrap_or_default(),
+                ))
+            })
+            .collect()
+    }
 }
 
-/// The daemon's own per-step timings for `ids`, from its journal fields:
-/// (Create+Start total, time in CNI plugins, CNI runtime's own time).
-fn daemon_timings(ids: &[String]) -> Vec<(Duration, Duration, Duration)> {
-    let out = sh("journalctl -u podscoped -o json --no-pager -n 20000");
-    let mut by_id: HashMap<String, [u64; 4]> = HashMap::new();
-    let field =
-        |v: &serde_json::Value, k: &str| -> Option<u64> { v.get(k)?.as_str()?.parse().ok() };
-    for line in out.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        let Some(id) = v.get("SANDBOX_ID").and_then(|s| s.as_str()) else {
-            continue;
-        };
-        let msg = v.get("MESSAGE").and_then(|s| s.as_str()).unwrap_or("");
-        let e = by_id.entry(id.to_owned()).or_default();
-        if msg.contains("network") && msg.contains("attached") {
-            e[1] = field(&v, "PLUGIN_US").unwrap_or(0);
-            e[2] = field(&v, "OVERHEAD_US").unwrap_or(0);
-        } else if msg.ends_with(" created") {
-            e[0] = field(&v, "ELAPSED_US").unwrap_or(0);
-        } else if msg.contains(" started in ") {
-            e[3] = field(&v, "TOTAL_US").unwrap_or(0);
-        }
+/// `clients` parallel clients creating and starting `total` sandboxes
+/// named `<prefix>-<client>-<i>`; the rate in pods per second.
+async fn parallel_create_rate(
+    prefix: &'static str,
+    total: usize,
+    clients: usize,
+    options: fn() -> HashMap<&'static str, Value<'static>>,
+) -> f64 {
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        tasks.push(tokio::spawn(async move {
+            let m = connect().await;
+            for i in 0..total / clients {
+                let (id, _) = m
+                    .create(&format!("{prefix}-{c}-{i}"), "bench", "u", 0, options())
+                    .await
+                    .unwrap();
+                m.start(&id).await.unwrap();
+            }
+        }));
     }
-    ids.iter()
-        .filter_map(|id| by_id.get(id))
-        .filter(|e| e[0] > 0 && e[1] > 0)
-        .map(|e| {
-            (
-                Duration::from_micros(e[0] + e[3]),
-                Duration::from_micros(e[1]),
-                Duration::from_micros(e[2]),
-            )
-        })
-        .collect()
+    for task in tasks {
+        task.await.unwrap();
+    }
+    total as f64 / t0.elapsed().as_secs_f64()
 }
 
 /// Pod network through the CNI config in /etc/cni/net.d (the harness's
@@ -317,8 +337,6 @@ fn daemon_timings(ids: &[String]) -> Vec<(Duration, Duration, Duration)> {
 async fn network(m: &ManagerProxy<'_>, t: &mut Table) {
     let n = 100;
     let (ids, mut cs) = create_started(m, "net", n, HashMap::new).await;
-    let mut timings = daemon_timings(&ids);
-    assert!(!timings.is_empty(), "no step timings found in the journal");
     let mut rm = Vec::new();
     for id in &ids {
         let t0 = Instant::now();
@@ -326,6 +344,9 @@ async fn network(m: &ManagerProxy<'_>, t: &mut Table) {
         m.remove(id).await.unwrap();
         rm.push(t0.elapsed());
     }
+    let journal = Journal::read();
+    let mut timings = journal.create_start_timings(&ids);
+    assert!(!timings.is_empty(), "no step timings found in the journal");
     t.add_within(
         "Create+Start p50 (bridge CNI, 100)",
         pct(&mut cs, 0.5),
@@ -368,10 +389,10 @@ async fn network(m: &ManagerProxy<'_>, t: &mut Table) {
     // Where Stop's time goes, as the daemon measured it.
     for (row, msg, field) in [
         ("Stop: scope stop p50", " stopped", "SCOPE_US"),
-        ("Stop: CNI DEL p50", "network detached", "CNI_US"),
+        ("Stop: CNI DEL p50", " network detached", "CNI_US"),
         (
             "Stop: inside CNI plugins (DEL) p50",
-            "network detached",
+            " network detached",
             "PLUGIN_US",
         ),
         ("Stop: netns unit stop p50", " stopped", "NETNS_US"),
@@ -391,32 +412,14 @@ async fn network(m: &ManagerProxy<'_>, t: &mut Table) {
         ("Start: podscope-init spawn p50", " started in ", "INIT_US"),
         ("Start: scope job p50", " started in ", "SCOPE_US"),
     ] {
-        let mut v = journal_times(&ids, msg, field);
+        let mut v: Vec<Duration> = journal.times(&ids, msg, field).into_values().collect();
         if !v.is_empty() {
             t.add(row, "report", ms(pct(&mut v, 0.5)), None);
         }
     }
 
     // 100 pods with networks, 4 parallel clients.
-    let (total, clients) = (100, 4);
-    let t0 = Instant::now();
-    let mut tasks = Vec::new();
-    for c in 0..clients {
-        tasks.push(tokio::spawn(async move {
-            let m = connect().await;
-            for i in 0..total / clients {
-                let (id, _) = m
-                    .create(&format!("netp-{c}-{i}"), "bench", "u", 0, HashMap::new())
-                    .await
-                    .unwrap();
-                m.start(&id).await.unwrap();
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let rate = total as f64 / t0.elapsed().as_secs_f64();
+    let rate = parallel_create_rate("netp", 100, 4, HashMap::new).await;
     t.add(
         "Create+Start, pod net, 4 clients, 100",
         ">= 20 /s",
@@ -493,26 +496,7 @@ async fn alive(t: &mut Table) {
 
 /// 8 parallel clients creating and starting 400 sandboxes.
 async fn throughput(t: &mut Table) {
-    let total = 400;
-    let clients = 8;
-    let t0 = Instant::now();
-    let mut tasks = Vec::new();
-    for c in 0..clients {
-        tasks.push(tokio::spawn(async move {
-            let m = connect().await;
-            for i in 0..total / clients {
-                let (id, _) = m
-                    .create(&format!("tp-{c}-{i}"), "bench", "u", 0, host())
-                    .await
-                    .unwrap();
-                m.start(&id).await.unwrap();
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let rate = total as f64 / t0.elapsed().as_secs_f64();
+    let rate = parallel_create_rate("tp", 400, 8, host).await;
     t.add(
         "Create+Start, 8 clients, 400",
         ">= 100 /s",

@@ -233,15 +233,7 @@ impl Cni {
                 Err(e) => errors.push(e.to_string()),
             }
         }
-        if errors.is_empty() {
-            Ok(plugin_time)
-        } else {
-            Err(net_err(format!(
-                "CNI DEL on network {:?}: {}",
-                list.name,
-                errors.join("; ")
-            )))
-        }
+        every_plugin_ok("DEL", &list, errors).map(|()| plugin_time)
     }
 
     /// CHECK the attachment against its cached result (0.4.0+, unless the
@@ -326,15 +318,21 @@ impl Cni {
                 errors.push(e.to_string());
             }
         }
-        if errors.is_empty() {
-            Ok(true)
-        } else {
-            Err(net_err(format!(
-                "CNI GC on network {:?}: {}",
-                list.name,
-                errors.join("; ")
-            )))
-        }
+        every_plugin_ok("GC", list, errors).map(|()| true)
+    }
+}
+
+/// For the commands that go on past a failing plugin (DEL, GC): Ok when
+/// none failed, else one error naming every failure.
+fn every_plugin_ok(command: &str, list: &NetworkConfigList, errors: Vec<String>) -> Result<()> {
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(net_err(format!(
+            "CNI {command} on network {:?}: {}",
+            list.name,
+            errors.join("; ")
+        )))
     }
 }
 

@@ -47,6 +47,24 @@ pub struct PodNetwork {
 }
 
 impl Sandbox {
+    /// A sandbox as Create makes it: created, nothing started, no network.
+    pub fn new(id: SandboxId, config: SandboxConfig, slice: String, created_at: u64) -> Self {
+        Sandbox {
+            id,
+            config,
+            state: State::Created,
+            created_at,
+            started_at: 0,
+            finished_at: 0,
+            slice,
+            init_pid: 0,
+            reason: String::new(),
+            network: PodNetwork::default(),
+            resolv_conf_path: String::new(),
+            hostname_path: String::new(),
+        }
+    }
+
     pub fn unit(&self) -> String {
         scope_unit_name(&self.id)
     }

@@ -179,20 +179,7 @@ impl Lifecycle {
             slice::slice_for_cgroup_parent(&config.cgroup_parent, &self.settings.default_slice)?;
         let key = config.key();
         self.registry.reserve(&key)?;
-        let mut sandbox = Sandbox {
-            id: SandboxId::random(),
-            config,
-            state: State::Created,
-            created_at: now_usec(),
-            started_at: 0,
-            finished_at: 0,
-            slice,
-            init_pid: 0,
-            reason: String::new(),
-            network: PodNetwork::default(),
-            resolv_conf_path: String::new(),
-            hostname_path: String::new(),
-        };
+        let mut sandbox = Sandbox::new(SandboxId::random(), config, slice, now_usec());
         let id = sandbox.id.clone();
         let pod = format!("{}/{}", key.namespace, key.name);
         if let Err(e) = self.store.save(&sandbox) {
@@ -709,26 +696,19 @@ mod tests {
 
     #[test]
     fn list_filter_matches_all_given_fields() {
-        let mut sb = Sandbox {
-            id: SandboxId::random(),
-            config: SandboxConfig {
+        let mut sb = Sandbox::new(
+            SandboxId::random(),
+            SandboxConfig {
                 name: "a".into(),
                 namespace: "ns".into(),
                 uid: "u".into(),
                 labels: [("app".to_string(), "web".to_string())].into(),
                 ..Default::default()
             },
-            state: State::Ready,
-            created_at: 0,
-            started_at: 0,
-            finished_at: 0,
-            slice: String::new(),
-            init_pid: 0,
-            reason: String::new(),
-            network: Default::default(),
-            resolv_conf_path: String::new(),
-            hostname_path: String::new(),
-        };
+            String::new(),
+            0,
+        );
+        sb.state = State::Ready;
         assert!(ListFilter::default().matches(&sb));
         let f = ListFilter {
             id_prefix: Some(sb.id.as_str()[..5].to_owned()),

@@ -380,10 +380,28 @@ async fn assert_nothing_left(
     );
 }
 
+/// Create a pod-network pod on `network`, which must fail with
+/// NetworkFailed and leave nothing behind; the error message.
+async fn create_fails_cleanly(
+    m: &podscope::client::ManagerProxy<'_>,
+    prefix: &str,
+    network: &str,
+) -> String {
+    let name = uniq(prefix);
+    let before = network_leftovers();
+    let e = m
+        .create(&name, "default", "u", 0, opts(&[]))
+        .await
+        .unwrap_err();
+    let (k, msg) = classify(&e);
+    assert_eq!(k, ErrorKind::NetworkFailed, "{msg}");
+    assert_nothing_left(m, &name, network, before).await;
+    msg
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_plugin_is_named_and_the_add_rolled_back() {
-    let log = fixture_log("fail");
-    let _ = std::fs::remove_file(&log);
+    let log = fresh_fixture_log("fail");
     let dir = cni_conf_dir(
         "fail",
         &[(
@@ -398,14 +416,7 @@ async fn a_failing_plugin_is_named_and_the_add_rolled_back() {
     );
     with_config(&cni_config(&dir, 5000), || async {
         let (m, _) = manager().await;
-        let name = uniq("cni-fail");
-        let before = network_leftovers();
-        let e = m
-            .create(&name, "default", "u", 0, opts(&[]))
-            .await
-            .unwrap_err();
-        let (k, msg) = classify(&e);
-        assert_eq!(k, ErrorKind::NetworkFailed, "{msg}");
+        let msg = create_fails_cleanly(&m, "cni-fail", "fail-net").await;
         assert!(
             msg.contains(
                 "podscope-fixture: CNI error code 11: fixture refuses to add (mode=fail for "
@@ -420,7 +431,6 @@ async fn a_failing_plugin_is_named_and_the_add_rolled_back() {
             calls.iter().any(|c| c.starts_with("DEL ")),
             "DEL after the failed ADD: {calls:?}"
         );
-        assert_nothing_left(&m, &name, "fail-net", before).await;
     })
     .await;
 }
@@ -441,15 +451,8 @@ async fn a_hanging_plugin_is_killed_at_the_timeout() {
     );
     with_config(&cni_config(&dir, 700), || async {
         let (m, _) = manager().await;
-        let name = uniq("cni-hang");
-        let before = network_leftovers();
         let t0 = std::time::Instant::now();
-        let e = m
-            .create(&name, "default", "u", 0, opts(&[]))
-            .await
-            .unwrap_err();
-        let (k, msg) = classify(&e);
-        assert_eq!(k, ErrorKind::NetworkFailed, "{msg}");
+        let msg = create_fails_cleanly(&m, "cni-hang", "hang-net").await;
         assert!(
             msg.contains("podscope-fixture: ADD timed out after 700 ms; killed"),
             "{msg}"
@@ -460,7 +463,6 @@ async fn a_hanging_plugin_is_killed_at_the_timeout() {
             0,
             "the plugin and its child are gone"
         );
-        assert_nothing_left(&m, &name, "hang-net", before).await;
     })
     .await;
 }
@@ -481,30 +483,20 @@ async fn garbage_from_a_plugin_is_a_named_error() {
     );
     with_config(&cni_config(&dir, 5000), || async {
         let (m, _) = manager().await;
-        let name = uniq("cni-garbage");
-        let before = network_leftovers();
-        let e = m.create(&name, "default", "u", 0, opts(&[])).await.unwrap_err();
-        let (k, msg) = classify(&e);
-        assert_eq!(k, ErrorKind::NetworkFailed, "{msg}");
+        let msg = create_fails_cleanly(&m, "cni-garbage", "garbage-net").await;
         assert!(
             msg.contains("podscope-fixture: ADD printed output that is not a CNI result: \"this is not JSON\""),
             "{msg}"
         );
-        assert_nothing_left(&m, &name, "garbage-net", before).await;
     })
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn stop_retries_a_failed_del_and_remove_never_gets_stuck() {
-    let log = fixture_log("faildel");
-    let _ = std::fs::remove_file(&log);
-    let conflist = |mode: &str| {
-        format!(
-            r#"{{"cniVersion":"1.0.0","name":"faildel-net","plugins":[{{"type":"podscope-fixture","mode":"{mode}","ip":"10.99.0.7/24","log":"{log}"}}]}}"#
-        )
-    };
-    let dir = cni_conf_dir("faildel", &[("10-f.conflist", conflist("ok"))]);
+    let log = fresh_fixture_log("faildel");
+    let conflist = fixture_conflist("1.0.0", "faildel-net", "ok", "10.99.0.7/24", &log);
+    let dir = cni_conf_dir("faildel", &[("10-f.conflist", conflist)]);
     with_config(&cni_config(&dir, 5000), || async {
         let (m, _) = manager().await;
         let id = create_started(&m, "faildel", opts(&[])).await;
@@ -514,11 +506,7 @@ async fn stop_retries_a_failed_del_and_remove_never_gets_stuck() {
         );
         // The cached config is what DEL uses: make the cache say "faildel",
         // as if the plugin had started failing.
-        let att = format!("/var/lib/podscope/networks/{id}.json");
-        let text = std::fs::read_to_string(&att)
-            .unwrap()
-            .replace(r#""mode":"ok""#, r#""mode":"faildel""#);
-        std::fs::write(&att, text).unwrap();
+        set_cached_fixture_mode(&id, "ok", "faildel");
         let e = m.stop(&id).await.unwrap_err();
         let (k, msg) = classify(&e);
         assert_eq!(k, ErrorKind::NetworkFailed, "{msg}");
@@ -535,14 +523,11 @@ async fn stop_retries_a_failed_del_and_remove_never_gets_stuck() {
             "the namespace went anyway"
         );
         // Repeated Stop retries the DEL; now it works.
-        let text = std::fs::read_to_string(&att)
-            .unwrap()
-            .replace(r#""mode":"faildel""#, r#""mode":"ok""#);
-        std::fs::write(&att, text).unwrap();
+        set_cached_fixture_mode(&id, "faildel", "ok");
         m.stop(&id).await.unwrap();
         let st = m.status(&id).await.unwrap();
         assert!(!dict_bool(&st, "network_attached"));
-        assert!(!std::path::Path::new(&att).exists());
+        assert!(!std::path::Path::new(&attachment_path(&id)).exists());
         m.remove(&id).await.unwrap();
 
         // Plugins gone altogether: Remove still removes, the DEL stays owed
@@ -564,7 +549,7 @@ async fn stop_retries_a_failed_del_and_remove_never_gets_stuck() {
         daemon("restart");
         let (m, _) = manager().await;
         wait_until(Duration::from_secs(10), || {
-            !std::path::Path::new(&format!("/var/lib/podscope/networks/{id}.json")).exists()
+            !std::path::Path::new(&attachment_path(&id)).exists()
         });
         let dels = fixture_calls("faildel")
             .iter()
@@ -579,8 +564,7 @@ async fn stop_retries_a_failed_del_and_remove_never_gets_stuck() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_daemon_killed_during_add_leaks_nothing() {
-    let log = fixture_log("slow");
-    let _ = std::fs::remove_file(&log);
+    let log = fresh_fixture_log("slow");
     let dir = cni_conf_dir(
         "slow",
         &[(
@@ -660,13 +644,8 @@ async fn a_daemon_killed_during_add_leaks_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn status_and_gc_for_1_1_0_networks() {
-    let log = fixture_log("gc");
-    let _ = std::fs::remove_file(&log);
-    let conflist = |mode: &str| {
-        format!(
-            r#"{{"cniVersion":"1.1.0","name":"gc-net","plugins":[{{"type":"podscope-fixture","mode":"{mode}","ip":"10.98.0.3/24","log":"{log}"}}]}}"#
-        )
-    };
+    let log = fresh_fixture_log("gc");
+    let conflist = |mode: &str| fixture_conflist("1.1.0", "gc-net", mode, "10.98.0.3/24", &log);
     let dir = cni_conf_dir("gc", &[("10-gc.conflist", conflist("ok"))]);
     with_config(&cni_config(&dir, 5000), || async {
         let (m, _) = manager().await;
@@ -706,15 +685,12 @@ async fn status_and_gc_for_1_1_0_networks() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn host_network_pods_get_no_namespace_and_no_cni_call() {
-    let log = fixture_log("hostnet");
-    let _ = std::fs::remove_file(&log);
+    let log = fresh_fixture_log("hostnet");
     let dir = cni_conf_dir(
         "hostnet",
         &[(
             "10-h.conflist",
-            format!(
-                r#"{{"cniVersion":"1.0.0","name":"h","plugins":[{{"type":"podscope-fixture","mode":"ok","ip":"10.97.0.2/24","log":"{log}"}}]}}"#
-            ),
+            fixture_conflist("1.0.0", "h", "ok", "10.97.0.2/24", &log),
         )],
     );
     with_config(&cni_config(&dir, 5000), || async {
@@ -742,15 +718,12 @@ async fn host_network_pods_get_no_namespace_and_no_cni_call() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ready_pods_are_checked_after_a_restart() {
-    let log = fixture_log("check");
-    let _ = std::fs::remove_file(&log);
+    let log = fresh_fixture_log("check");
     let dir = cni_conf_dir(
         "check",
         &[(
             "10-c.conflist",
-            format!(
-                r#"{{"cniVersion":"1.0.0","name":"check-net","plugins":[{{"type":"podscope-fixture","mode":"ok","ip":"10.96.5.5/24","log":"{log}"}}]}}"#
-            ),
+            fixture_conflist("1.0.0", "check-net", "ok", "10.96.5.5/24", &log),
         )],
     );
     with_config(&cni_config(&dir, 5000), || async {
@@ -765,11 +738,7 @@ async fn ready_pods_are_checked_after_a_restart() {
         let (m, _) = manager().await;
         assert_eq!(dict_str(&m.status(&id).await.unwrap(), "network_error"), "");
         // The plugin now finds the network broken (the cache is what CHECK uses).
-        let att = format!("/var/lib/podscope/networks/{id}.json");
-        let text = std::fs::read_to_string(&att)
-            .unwrap()
-            .replace(r#""mode":"ok""#, r#""mode":"checkfail""#);
-        std::fs::write(&att, text).unwrap();
+        set_cached_fixture_mode(&id, "ok", "checkfail");
         daemon("restart");
         let (m, _) = manager().await;
         let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -293,6 +293,13 @@ pub fn cni_conf_dir(tag: &str, files: &[(&str, String)]) -> String {
     dir
 }
 
+/// The fixture's call log for `tag`, emptied: a test's own calls only.
+pub fn fresh_fixture_log(tag: &str) -> String {
+    let log = fixture_log(tag);
+    let _ = std::fs::remove_file(&log);
+    log
+}
+
 /// The fixture's call log for `tag`.
 pub fn fixture_log(tag: &str) -> String {
     std::fs::create_dir_all(CNI_TEST_ROOT).unwrap();
@@ -327,6 +334,27 @@ pub fn bridge_conflist(name: &str, bridge: &str, subnet: &str, fixture: Option<&
   {{"type":"bridge","bridge":"{bridge}","isGateway":true,
     "ipam":{{"type":"host-local","ranges":[[{{"subnet":"{subnet}"}}]]}}}}{extra}]}}"#
     )
+}
+
+/// A network of the fixture plugin alone, in `mode`, handing out `ip`.
+pub fn fixture_conflist(version: &str, name: &str, mode: &str, ip: &str, log: &str) -> String {
+    format!(
+        r#"{{"cniVersion":"{version}","name":"{name}","plugins":[{{"type":"podscope-fixture","mode":"{mode}","ip":"{ip}","log":"{log}"}}]}}"#
+    )
+}
+
+/// Switch the fixture's mode in sandbox `id`'s cached attachment: DEL and
+/// CHECK use the cached config, so this is how a plugin "starts failing".
+pub fn set_cached_fixture_mode(id: &str, from: &str, to: &str) {
+    let att = attachment_path(id);
+    let text = std::fs::read_to_string(&att)
+        .unwrap()
+        .replace(&format!(r#""mode":"{from}""#), &format!(r#""mode":"{to}""#));
+    std::fs::write(&att, text).unwrap();
+}
+
+pub fn attachment_path(id: &str) -> String {
+    format!("/var/lib/podscope/networks/{id}.json")
 }
 
 /// The addresses host-local holds for container `id` on `network`.
