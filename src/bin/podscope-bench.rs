@@ -177,6 +177,7 @@ async fn main() {
     let only: Vec<String> = std::env::args().skip(1).collect();
     let run = |s: &str| only.is_empty() || only.iter().any(|o| o == s);
     let mut t = Table::default();
+    environment(&mut t);
     sh("systemctl reset-failed podscoped 2>/dev/null; systemctl restart podscoped");
     let m = connect().await;
     remove_all(&m).await;
@@ -199,6 +200,64 @@ async fn main() {
         "\n{missed} of {} figures missed their target.",
         t.0.iter().filter(|r| r.ok.is_some()).count()
     );
+}
+
+/// What the machine charges for moving a process between cgroups, which
+/// systemd does for every unit it starts a process in (the netns unit's
+/// ExecStart/ExecStop, the scope's podscope-init). Without cgroup2's
+/// `favordynmods` each isolated move waits for an RCU grace period, and
+/// that alone is a large share of the pod-network figures on small VMs.
+fn environment(t: &mut Table) {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let Some((root, options)) = mounts.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() > 3 && f[2] == "cgroup2").then(|| (f[1].to_owned(), f[3].to_owned()))
+    }) else {
+        t.add(
+            "env: cgroup migration p50",
+            "report",
+            "no cgroup2 mount".into(),
+            None,
+        );
+        return;
+    };
+    let dirs = ["a", "b"].map(|x| format!("{root}/podscope-bench-probe-{x}"));
+    let mut child = Command::new("sleep").arg("60").spawn().expect("sleep");
+    let mut samples = Vec::new();
+    for dir in &dirs {
+        let _ = std::fs::create_dir(dir);
+    }
+    for i in 0..12 {
+        // Apart enough that the kernel's fast path from the previous move
+        // has expired: what a lone unit start sees.
+        std::thread::sleep(Duration::from_millis(100));
+        let t0 = Instant::now();
+        if std::fs::write(
+            format!("{}/cgroup.procs", dirs[i % 2]),
+            child.id().to_string(),
+        )
+        .is_err()
+        {
+            break;
+        }
+        samples.push(t0.elapsed());
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    for dir in &dirs {
+        let _ = std::fs::remove_dir(dir);
+    }
+    let favour = options.split(',').any(|o| o == "favordynmods");
+    let measured = if samples.is_empty() {
+        format!("cannot write {root}")
+    } else {
+        format!(
+            "{} (favordynmods {})",
+            ms(pct(&mut samples, 0.5)),
+            if favour { "on" } else { "off" }
+        )
+    };
+    t.add("env: lone cgroup migration p50", "report", measured, None);
 }
 
 async fn latency(m: &ManagerProxy<'_>, t: &mut Table) {
