@@ -20,7 +20,7 @@ CARGO       ?= cargo
 RELEASE     := target/release
 INSTALL     ?= install
 
-BINARIES := podscoped podscopectl podscope-init podscope-netns podscope-bench
+BINARIES := podscoped podscopectl podscope-init podscope-netns podscope-cri podscope-bench
 
 .PHONY: all build install uninstall deps check lint unit integration demo bench clean
 
@@ -30,16 +30,17 @@ build:
 	$(CARGO) build --release --locked --bins
 
 install:
-	@for b in podscoped podscopectl podscope-init podscope-netns; do \
+	@for b in podscoped podscopectl podscope-init podscope-netns podscope-cri; do \
 	  test -x $(RELEASE)/$$b || { echo "$(RELEASE)/$$b missing: run 'make' first" >&2; exit 1; }; done
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGLIBEXEC) $(DESTDIR)$(UNITDIR) \
 	  $(DESTDIR)$(DBUSDIR)/system.d $(DESTDIR)$(DBUSDIR)/system-services $(DESTDIR)$(DBUSDIR)/interfaces \
 	  $(DESTDIR)$(POLKITDIR) $(DESTDIR)$(SYSCONFDIR)/podscope $(DESTDIR)$(DATADIR)/doc/podscope
 	$(INSTALL) -m 0755 $(RELEASE)/podscopectl $(DESTDIR)$(BINDIR)/podscopectl
-	$(INSTALL) -m 0755 $(RELEASE)/podscoped $(RELEASE)/podscope-init $(RELEASE)/podscope-netns $(DESTDIR)$(PKGLIBEXEC)/
+	$(INSTALL) -m 0755 $(RELEASE)/podscoped $(RELEASE)/podscope-init $(RELEASE)/podscope-netns $(RELEASE)/podscope-cri $(DESTDIR)$(PKGLIBEXEC)/
 	sed 's|/usr/libexec/podscope|$(PKGLIBEXEC)|g' units/podscoped.service > $(DESTDIR)$(UNITDIR)/podscoped.service
 	sed 's|/usr/libexec/podscope|$(PKGLIBEXEC)|g' units/podscope-netns@.service > $(DESTDIR)$(UNITDIR)/podscope-netns@.service
-	$(INSTALL) -m 0644 units/podscope.slice $(DESTDIR)$(UNITDIR)/podscope.slice
+	sed 's|/usr/libexec/podscope|$(PKGLIBEXEC)|g' units/podscope-cri.service > $(DESTDIR)$(UNITDIR)/podscope-cri.service
+	$(INSTALL) -m 0644 units/podscope.slice units/podscope-cri.socket $(DESTDIR)$(UNITDIR)/
 	$(INSTALL) -m 0644 dbus/org.podscope.Sandbox1.conf $(DESTDIR)$(DBUSDIR)/system.d/
 	$(INSTALL) -m 0644 dbus/org.podscope.Sandbox1.service $(DESTDIR)$(DBUSDIR)/system-services/
 	$(INSTALL) -m 0644 dbus/org.podscope.Sandbox1.xml $(DESTDIR)$(DBUSDIR)/interfaces/
@@ -51,6 +52,7 @@ install:
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/podscopectl $(DESTDIR)$(UNITDIR)/podscoped.service $(DESTDIR)$(UNITDIR)/podscope.slice \
 	  $(DESTDIR)$(UNITDIR)/podscope-netns@.service \
+	  $(DESTDIR)$(UNITDIR)/podscope-cri.service $(DESTDIR)$(UNITDIR)/podscope-cri.socket \
 	  $(DESTDIR)$(DBUSDIR)/system.d/org.podscope.Sandbox1.conf \
 	  $(DESTDIR)$(DBUSDIR)/system-services/org.podscope.Sandbox1.service \
 	  $(DESTDIR)$(DBUSDIR)/interfaces/org.podscope.Sandbox1.xml \

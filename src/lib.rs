@@ -4,6 +4,7 @@
 pub mod bus;
 pub mod client;
 pub mod cni;
+pub mod cri;
 pub mod domain;
 pub mod error;
 pub mod init_spawn;

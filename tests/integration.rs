@@ -4,6 +4,8 @@
 //! sandboxes; tests that restart the daemon leave it running.
 
 mod common;
+#[path = "cases/cri.rs"]
+mod cri;
 #[path = "cases/network.rs"]
 mod network;
 

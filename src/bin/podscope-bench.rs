@@ -2,6 +2,8 @@
 //! harness (a real systemd and system bus) against the installed podscoped,
 //! as root. Prints one table: figure, target, measured, verdict.
 
+use k8s_cri::v1 as cri;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use podscope::client::{dict_u64, ManagerProxy};
 use std::collections::HashMap;
 use std::process::Command;
@@ -173,7 +175,7 @@ async fn remove_all(m: &ManagerProxy<'_>) {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    // Sections to run (default: all): latency, network, alive, throughput.
+    // Sections to run (default: all): latency, network, cri, alive, throughput.
     let only: Vec<String> = std::env::args().skip(1).collect();
     let run = |s: &str| only.is_empty() || only.iter().any(|o| o == s);
     let mut t = Table::default();
@@ -186,6 +188,9 @@ async fn main() {
     }
     if run("network") {
         network(&m, &mut t).await;
+    }
+    if run("cri") {
+        cri(&m, &mut t).await;
     }
     if run("alive") {
         alive(&mut t).await;
@@ -488,6 +493,109 @@ async fn network(m: &ManagerProxy<'_>, t: &mut Table) {
     remove_all(m).await;
 }
 
+const CRI_SOCKET: &str = "/run/podscope/cri.sock";
+
+async fn cri_client() -> RuntimeServiceClient<tonic::transport::Channel> {
+    let ch = podscope::cri::channel(std::path::Path::new(CRI_SOCKET))
+        .await
+        .expect("connect to the CRI socket");
+    RuntimeServiceClient::new(ch)
+}
+
+fn cri_host_pod(name: String) -> cri::RunPodSandboxRequest {
+    cri::RunPodSandboxRequest {
+        config: Some(cri::PodSandboxConfig {
+            metadata: Some(cri::PodSandboxMetadata {
+                name,
+                uid: "u".into(),
+                namespace: "bench".into(),
+                attempt: 0,
+            }),
+            linux: Some(cri::LinuxPodSandboxConfig {
+                security_context: Some(cri::LinuxSandboxSecurityContext {
+                    namespace_options: Some(cri::NamespaceOption {
+                        network: cri::NamespaceMode::Node as i32,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        runtime_handler: String::new(),
+    }
+}
+
+/// The CRI frontend's cost: RunPodSandbox through the socket against the
+/// same Create+Start straight over D-Bus (host network, interleaved so both
+/// see the same machine), and its memory when idle.
+async fn cri(m: &ManagerProxy<'_>, t: &mut Table) {
+    let mut rt = cri_client().await;
+    // Warm both paths (activation, first connections).
+    for i in 0..5 {
+        rt.run_pod_sandbox(cri_host_pod(format!("criwarm-{i}")))
+            .await
+            .unwrap();
+    }
+    let n = 200;
+    let (mut via_cri, mut via_bus) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        let t0 = Instant::now();
+        rt.run_pod_sandbox(cri_host_pod(format!("cri-{i}")))
+            .await
+            .unwrap();
+        via_cri.push(t0.elapsed());
+        let t0 = Instant::now();
+        let (id, _) = m
+            .create(&format!("bus-{i}"), "bench", "u", 0, host())
+            .await
+            .unwrap();
+        m.start(&id).await.unwrap();
+        via_bus.push(t0.elapsed());
+    }
+    let mut trip = Vec::new();
+    for _ in 0..200 {
+        let t0 = Instant::now();
+        rt.runtime_config(cri::RuntimeConfigRequest {}).await.unwrap();
+        trip.push(t0.elapsed());
+    }
+    t.add(
+        "CRI round trip without D-Bus (RuntimeConfig) p50",
+        "report",
+        ms(pct(&mut trip, 0.5)),
+        None,
+    );
+    let (c50, b50) = (pct(&mut via_cri, 0.5), pct(&mut via_bus, 0.5));
+    t.add(
+        "RunPodSandbox p50 via CRI (host net, 200)",
+        "report",
+        ms(c50),
+        None,
+    );
+    t.add(
+        "Create+Start p50 via D-Bus, same runs",
+        "report",
+        ms(b50),
+        None,
+    );
+    let added = c50.saturating_sub(b50);
+    t.add_within("CRI frontend overhead p50", added, Duration::from_millis(1));
+    remove_all(m).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pid: u32 = sh("systemctl show -P MainPID podscope-cri")
+        .trim()
+        .parse()
+        .unwrap();
+    let (rss, _) = rss_pss(pid);
+    t.add(
+        "podscope-cri idle RSS",
+        "<= 16 MiB",
+        format!("{:.1} MiB", rss as f64 / 1024.0),
+        Some(rss > 0 && rss <= 16 * 1024),
+    );
+}
+
 /// 1000 sandboxes alive: memory, Status, List, recovery.
 async fn alive(t: &mut Table) {
     sh("systemctl restart podscoped");
@@ -530,6 +638,24 @@ async fn alive(t: &mut Table) {
     }
     let ls50 = pct(&mut ls, 0.5);
     t.add_within("List p50, 1000 alive", ls50, Duration::from_millis(50));
+    let mut rt = cri_client().await;
+    let mut cls = Vec::new();
+    for _ in 0..30 {
+        let t0 = Instant::now();
+        let l = rt
+            .list_pod_sandbox(cri::ListPodSandboxRequest { filter: None })
+            .await
+            .unwrap()
+            .into_inner()
+            .items;
+        cls.push(t0.elapsed());
+        assert_eq!(l.len(), alive);
+    }
+    t.add_within(
+        "CRI ListPodSandbox p50, 1000 alive",
+        pct(&mut cls, 0.5),
+        Duration::from_millis(60),
+    );
 
     // Recovery: what the daemon measured, and restart-to-answer wall time.
     let t0 = Instant::now();

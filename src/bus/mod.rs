@@ -236,6 +236,10 @@ impl Service {
                 "state_dir".to_owned(),
                 info_value(lc.settings.state_dir.display().to_string()),
             ),
+            (
+                "runtime_handlers".to_owned(),
+                info_value(lc.settings.runtime_handlers.clone()),
+            ),
         ]);
         (conditions, info)
     }

@@ -217,6 +217,80 @@ pub fn config_from_options(
     Ok(c)
 }
 
+fn resources_value(r: &Resources) -> Value<'static> {
+    Value::from(HashMap::from([
+        ("cpu_period", Value::U64(r.cpu_period)),
+        ("cpu_quota", Value::U64(r.cpu_quota)),
+        ("cpu_shares", Value::U64(r.cpu_shares)),
+        ("memory_limit_in_bytes", Value::U64(r.memory_limit_in_bytes)),
+        ("pids_limit", Value::U64(r.pids_limit)),
+    ]))
+}
+
+/// Create's options for a config: the inverse of `config_from_options`
+/// (for clients that build a `SandboxConfig` first, like the CRI frontend).
+/// Empty fields are left out.
+pub fn options_from_config(c: &SandboxConfig) -> HashMap<&'static str, Value<'static>> {
+    let mut o: HashMap<&'static str, Value<'static>> = HashMap::new();
+    let strings = [
+        ("hostname", &c.hostname),
+        ("log_directory", &c.log_directory),
+        ("runtime_handler", &c.runtime_handler),
+        ("cgroup_parent", &c.cgroup_parent),
+    ];
+    for (k, v) in strings {
+        if !v.is_empty() {
+            o.insert(k, Value::from(v.clone()));
+        }
+    }
+    for (k, m) in [
+        ("labels", &c.labels),
+        ("annotations", &c.annotations),
+        ("sysctls", &c.sysctls),
+    ] {
+        if !m.is_empty() {
+            o.insert(
+                k,
+                Value::from(m.clone().into_iter().collect::<HashMap<_, _>>()),
+            );
+        }
+    }
+    o.insert("network", Value::from(c.network.as_str()));
+    o.insert("pid_namespace", Value::from(c.pid_namespace.as_str()));
+    o.insert("ipc_namespace", Value::from(c.ipc_namespace.as_str()));
+    for (k, r) in [("resources", &c.resources), ("overhead", &c.overhead)] {
+        if !r.is_empty() {
+            o.insert(k, resources_value(r));
+        }
+    }
+    if c.dns != DnsConfig::default() {
+        o.insert(
+            "dns",
+            Value::from(HashMap::from([
+                ("servers", Value::from(c.dns.servers.clone())),
+                ("searches", Value::from(c.dns.searches.clone())),
+                ("options", Value::from(c.dns.options.clone())),
+            ])),
+        );
+    }
+    if !c.port_mappings.is_empty() {
+        let pms: Vec<HashMap<&str, Value<'static>>> = c
+            .port_mappings
+            .iter()
+            .map(|pm| {
+                HashMap::from([
+                    ("protocol", Value::from(pm.protocol.as_str())),
+                    ("container_port", Value::U32(pm.container_port)),
+                    ("host_port", Value::U32(pm.host_port)),
+                    ("host_ip", Value::from(pm.host_ip.clone())),
+                ])
+            })
+            .collect();
+        o.insert("port_mappings", Value::from(pms));
+    }
+    o
+}
+
 fn ov<'a>(v: impl Into<Value<'a>>) -> OwnedValue {
     v.into().try_to_owned().expect("plain values have no fds")
 }
@@ -257,6 +331,8 @@ pub fn summary_dict(sb: &Sandbox) -> Dict {
         ("state".to_owned(), ov(sb.state.as_str())),
         ("created_at".to_owned(), ov(sb.created_at)),
         ("unit".to_owned(), ov(sb.unit())),
+        ("slice".to_owned(), ov(sb.slice.as_str())),
+        ("init_pid".to_owned(), ov(sb.init_pid)),
         ("network".to_owned(), ov(c.network.as_str())),
         ("runtime_handler".to_owned(), ov(c.runtime_handler.as_str())),
         ("labels".to_owned(), ov(string_map(&c.labels))),
@@ -457,6 +533,53 @@ mod tests {
             assert_eq!(e.kind(), ErrorKind::InvalidArgument);
             assert!(e.to_string().starts_with(&format!("{field}:")), "{e}");
         }
+    }
+
+    #[test]
+    fn options_from_config_round_trips() {
+        let mut c = SandboxConfig {
+            name: "n".into(),
+            namespace: "ns".into(),
+            uid: "u".into(),
+            attempt: 1,
+            hostname: "h".into(),
+            log_directory: "/var/log/pods/x".into(),
+            network: NetworkMode::Host,
+            pid_namespace: NamespaceMode::Pod,
+            ipc_namespace: NamespaceMode::Node,
+            runtime_handler: "podscope".into(),
+            cgroup_parent: "kubepods-besteffort.slice".into(),
+            ..Default::default()
+        };
+        c.labels.insert("app".into(), "web".into());
+        c.annotations.insert("a".into(), "b".into());
+        c.sysctls.insert("net.core.somaxconn".into(), "1024".into());
+        c.resources.cpu_quota = 50_000;
+        c.overhead.memory_limit_in_bytes = 1 << 20;
+        c.dns.servers = vec!["10.96.0.10".into()];
+        c.port_mappings = vec![PortMapping {
+            protocol: Protocol::Udp,
+            container_port: 53,
+            host_port: 5353,
+            host_ip: "127.0.0.1".into(),
+        }];
+        let o: Dict = options_from_config(&c)
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), ov(v)))
+            .collect();
+        assert_eq!(parse(&o).unwrap(), c);
+        let plain = SandboxConfig {
+            name: "n".into(),
+            namespace: "ns".into(),
+            uid: "u".into(),
+            attempt: 1,
+            ..Default::default()
+        };
+        let o: Dict = options_from_config(&plain)
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), ov(v)))
+            .collect();
+        assert_eq!(parse(&o).unwrap(), plain);
     }
 
     #[test]

@@ -63,6 +63,8 @@ install_project() {
     inside make -s -C "$REPO" install PREFIX=/usr > "$WORK/install.log" 2>&1 \
         || { cat "$WORK/install.log" >&2; fail "make install inside the harness failed"; }
     inside systemctl daemon-reload
+    # As a package's preset would: kubelet's endpoint is socket-activated.
+    inside systemctl start podscope-cri.socket
     inside busctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus ReloadConfig
     # The pod network for tests and the demo: real plugins from Debian's
     # containernetworking-plugins, on a bridge inside the harness's own

@@ -3,7 +3,8 @@
 # Idempotent: does nothing when everything is there.
 set -euo pipefail
 PKGS=(systemd dbus dbus-daemon polkitd iproute2 util-linux pkg-config procps
-      containernetworking-plugins iptables)
+      containernetworking-plugins iptables
+      protobuf-compiler)  # protoc, for the CRI bindings (k8s-cri)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -1,0 +1,626 @@
+//! CRI messages to and from the daemon's terms, with no I/O: a
+//! `RunPodSandboxRequest` becomes a validated `SandboxConfig` (the daemon's
+//! own validation, errors renamed to the CRI field paths), Status and List
+//! dictionaries become `PodSandboxStatus` and `PodSandbox`.
+
+use crate::client::{dict_map, dict_str, dict_strs, dict_u64, Dict};
+use crate::domain::{
+    DnsConfig, NamespaceMode, NetworkMode, PortMapping, Protocol, Resources, SandboxConfig,
+};
+use k8s_cri::v1 as cri;
+use std::collections::{BTreeMap, HashMap};
+use tonic::Status;
+use zbus::zvariant::Value;
+
+fn invalid(field: &str, why: impl std::fmt::Display) -> Status {
+    Status::invalid_argument(format!("{field}: {why}"))
+}
+
+/// The daemon's field names (as its validation reports them) and the CRI
+/// paths a client knows them by.
+const FIELD_PATHS: &[(&str, &str)] = &[
+    ("name", "config.metadata.name"),
+    ("namespace", "config.metadata.namespace"),
+    ("uid", "config.metadata.uid"),
+    ("hostname", "config.hostname"),
+    ("log_directory", "config.log_directory"),
+    ("labels", "config.labels"),
+    ("annotations", "config.annotations"),
+    ("runtime_handler", "runtime_handler"),
+    ("cgroup_parent", "config.linux.cgroup_parent"),
+    ("resources", "config.linux.resources"),
+    ("overhead", "config.linux.overhead"),
+    ("dns", "config.dns_config"),
+    ("port_mappings", "config.port_mappings"),
+    ("sysctls", "config.linux.sysctls"),
+];
+
+/// Rename the leading field of a daemon validation message
+/// (`"hostname: ..."`, `"resources.cpu_quota: ..."`, `"port_mappings[0]..."`).
+fn cri_message(msg: &str) -> String {
+    let end = msg.find([':', '.', '[']).unwrap_or(msg.len());
+    let (head, rest) = msg.split_at(end);
+    match FIELD_PATHS.iter().find(|(f, _)| *f == head) {
+        Some((_, path)) => format!("{path}{rest}"),
+        None => msg.to_owned(),
+    }
+}
+
+fn btree(m: &HashMap<String, String>) -> BTreeMap<String, String> {
+    m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+fn non_negative(field: &str, v: i64) -> Result<u64, Status> {
+    u64::try_from(v).map_err(|_| invalid(field, format!("{v} is negative")))
+}
+
+fn resources(field: &str, r: &cri::LinuxContainerResources) -> Result<Resources, Status> {
+    Ok(Resources {
+        cpu_period: non_negative(&format!("{field}.cpu_period"), r.cpu_period)?,
+        // CRI sends -1 (or 0) for "no quota".
+        cpu_quota: r.cpu_quota.max(0) as u64,
+        cpu_shares: non_negative(&format!("{field}.cpu_shares"), r.cpu_shares)?,
+        memory_limit_in_bytes: non_negative(
+            &format!("{field}.memory_limit_in_bytes"),
+            r.memory_limit_in_bytes,
+        )?,
+        pids_limit: 0,
+    })
+}
+
+fn port(field: &str, v: i32) -> Result<u32, Status> {
+    u32::try_from(v).map_err(|_| invalid(field, format!("{v} is negative")))
+}
+
+fn port_mappings(pms: &[cri::PortMapping]) -> Result<Vec<PortMapping>, Status> {
+    pms.iter()
+        .enumerate()
+        .map(|(i, pm)| {
+            let field = format!("config.port_mappings[{i}]");
+            let protocol = match cri::Protocol::try_from(pm.protocol) {
+                Ok(cri::Protocol::Tcp) => Protocol::Tcp,
+                Ok(cri::Protocol::Udp) => Protocol::Udp,
+                Ok(cri::Protocol::Sctp) => Protocol::Sctp,
+                Err(_) => {
+                    return Err(invalid(
+                        &format!("{field}.protocol"),
+                        format!("{} is not TCP, UDP or SCTP", pm.protocol),
+                    ))
+                }
+            };
+            Ok(PortMapping {
+                protocol,
+                container_port: port(&format!("{field}.container_port"), pm.container_port)?,
+                host_port: port(&format!("{field}.host_port"), pm.host_port)?,
+                host_ip: pm.host_ip.clone(),
+            })
+        })
+        .collect()
+}
+
+fn namespace_mode(field: &str, v: i32) -> Result<NamespaceMode, Status> {
+    match cri::NamespaceMode::try_from(v) {
+        Ok(cri::NamespaceMode::Pod) => Ok(NamespaceMode::Pod),
+        Ok(cri::NamespaceMode::Container) => Ok(NamespaceMode::Container),
+        Ok(cri::NamespaceMode::Node) => Ok(NamespaceMode::Node),
+        Ok(cri::NamespaceMode::Target) => Err(invalid(
+            field,
+            "TARGET is for containers, not pod sandboxes",
+        )),
+        Err(_) => Err(invalid(field, format!("{v} is not a namespace mode"))),
+    }
+}
+
+fn namespace_options(c: &mut SandboxConfig, o: &cri::NamespaceOption) -> Result<(), Status> {
+    const F: &str = "config.linux.security_context.namespace_options";
+    c.network = match namespace_mode(&format!("{F}.network"), o.network)? {
+        NamespaceMode::Node => NetworkMode::Host,
+        _ => NetworkMode::Pod,
+    };
+    c.pid_namespace = namespace_mode(&format!("{F}.pid"), o.pid)?;
+    c.ipc_namespace = match namespace_mode(&format!("{F}.ipc"), o.ipc)? {
+        NamespaceMode::Node => NamespaceMode::Node,
+        _ => NamespaceMode::Pod,
+    };
+    if let Some(u) = &o.userns_options {
+        if cri::NamespaceMode::try_from(u.mode) == Ok(cri::NamespaceMode::Pod) {
+            return Err(invalid(
+                &format!("{F}.userns_options.mode"),
+                "user namespaces are not supported by podscope (its runtime handlers say so in Status)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// RunPodSandbox's request as a validated config: every error names the
+/// CRI field, and nothing half-validated goes to the daemon.
+pub fn config_from_request(req: &cri::RunPodSandboxRequest) -> Result<SandboxConfig, Status> {
+    let config = req
+        .config
+        .as_ref()
+        .ok_or_else(|| invalid("config", "required"))?;
+    let md = config
+        .metadata
+        .as_ref()
+        .ok_or_else(|| invalid("config.metadata", "required"))?;
+    let mut c = SandboxConfig {
+        name: md.name.clone(),
+        namespace: md.namespace.clone(),
+        uid: md.uid.clone(),
+        attempt: md.attempt,
+        hostname: config.hostname.clone(),
+        log_directory: config.log_directory.clone(),
+        labels: btree(&config.labels),
+        annotations: btree(&config.annotations),
+        runtime_handler: req.runtime_handler.clone(),
+        port_mappings: port_mappings(&config.port_mappings)?,
+        ..Default::default()
+    };
+    // Kubelet's default for a pod that says nothing is a pod-wide IPC and
+    // network namespace and a per-container PID namespace.
+    c.ipc_namespace = NamespaceMode::Pod;
+    if let Some(dns) = &config.dns_config {
+        c.dns = DnsConfig {
+            servers: dns.servers.clone(),
+            searches: dns.searches.clone(),
+            options: dns.options.clone(),
+        };
+    }
+    if let Some(linux) = &config.linux {
+        c.cgroup_parent = linux.cgroup_parent.clone();
+        c.sysctls = btree(&linux.sysctls);
+        if let Some(r) = &linux.resources {
+            c.resources = resources("config.linux.resources", r)?;
+        }
+        if let Some(r) = &linux.overhead {
+            c.overhead = resources("config.linux.overhead", r)?;
+        }
+        if let Some(o) = linux
+            .security_context
+            .as_ref()
+            .and_then(|s| s.namespace_options.as_ref())
+        {
+            namespace_options(&mut c, o)?;
+        }
+    }
+    c.validate()
+        .map_err(|e| Status::invalid_argument(cri_message(&e.to_string())))?;
+    Ok(c)
+}
+
+pub fn state_of(d: &Dict) -> cri::PodSandboxState {
+    // CRI has no "created": a sandbox that is not running is not ready.
+    if dict_str(d, "state") == "ready" {
+        cri::PodSandboxState::SandboxReady
+    } else {
+        cri::PodSandboxState::SandboxNotready
+    }
+}
+
+pub fn metadata_of(d: &Dict) -> cri::PodSandboxMetadata {
+    cri::PodSandboxMetadata {
+        name: dict_str(d, "name"),
+        uid: dict_str(d, "uid"),
+        namespace: dict_str(d, "namespace"),
+        attempt: dict_u64(d, "attempt") as u32,
+    }
+}
+
+/// The daemon keeps µs since the epoch; CRI wants ns.
+fn created_at_ns(d: &Dict) -> i64 {
+    (dict_u64(d, "created_at") as i64).saturating_mul(1000)
+}
+
+/// A List summary as a CRI `PodSandbox`.
+pub fn pod_sandbox(d: &Dict) -> cri::PodSandbox {
+    cri::PodSandbox {
+        id: dict_str(d, "id"),
+        metadata: Some(metadata_of(d)),
+        state: state_of(d) as i32,
+        created_at: created_at_ns(d),
+        labels: dict_map(d, "labels"),
+        annotations: dict_map(d, "annotations"),
+        runtime_handler: dict_str(d, "runtime_handler"),
+    }
+}
+
+fn cri_namespace_mode(s: &str) -> cri::NamespaceMode {
+    match s {
+        "pod" => cri::NamespaceMode::Pod,
+        "node" | "host" => cri::NamespaceMode::Node,
+        _ => cri::NamespaceMode::Container,
+    }
+}
+
+/// A Status dictionary as a CRI `PodSandboxStatus`.
+pub fn sandbox_status(d: &Dict) -> cri::PodSandboxStatus {
+    let mut ips = dict_strs(d, "ips").into_iter();
+    let network = ips.next().map(|ip| cri::PodSandboxNetworkStatus {
+        ip,
+        additional_ips: ips.map(|ip| cri::PodIp { ip }).collect(),
+    });
+    cri::PodSandboxStatus {
+        id: dict_str(d, "id"),
+        metadata: Some(metadata_of(d)),
+        state: state_of(d) as i32,
+        created_at: created_at_ns(d),
+        network: Some(network.unwrap_or_default()),
+        linux: Some(cri::LinuxPodSandboxStatus {
+            namespaces: Some(cri::Namespace {
+                options: Some(cri::NamespaceOption {
+                    network: cri_namespace_mode(&dict_str(d, "network")) as i32,
+                    pid: cri_namespace_mode(&dict_str(d, "pid_namespace")) as i32,
+                    ipc: cri_namespace_mode(&dict_str(d, "ipc_namespace")) as i32,
+                    ..Default::default()
+                }),
+            }),
+        }),
+        labels: dict_map(d, "labels"),
+        annotations: dict_map(d, "annotations"),
+        runtime_handler: dict_str(d, "runtime_handler"),
+    }
+}
+
+/// What the daemon's List can filter on, plus whether only not-ready
+/// sandboxes are wanted (CRI's NOTREADY covers the daemon's "created" and
+/// "notready", which its filter cannot say in one go).
+#[derive(Debug)]
+pub struct ListQuery {
+    pub filter: HashMap<&'static str, Value<'static>>,
+    pub only_not_ready: bool,
+}
+
+pub fn list_query(
+    id: &str,
+    state: Option<i32>,
+    labels: &HashMap<String, String>,
+) -> Result<ListQuery, Status> {
+    let mut filter: HashMap<&'static str, Value<'static>> = HashMap::new();
+    let mut only_not_ready = false;
+    if !id.is_empty() {
+        crate::domain::id::validate_prefix(id)
+            .map_err(|e| Status::invalid_argument(format!("filter.id: {e}")))?;
+        filter.insert("id", Value::from(id.to_owned()));
+    }
+    match state.map(cri::PodSandboxState::try_from) {
+        None => {}
+        Some(Ok(cri::PodSandboxState::SandboxReady)) => {
+            filter.insert("state", Value::from("ready"));
+        }
+        Some(Ok(cri::PodSandboxState::SandboxNotready)) => only_not_ready = true,
+        Some(Err(_)) => {
+            return Err(invalid(
+                "filter.state",
+                format!(
+                    "{} is not SANDBOX_READY or SANDBOX_NOTREADY",
+                    state.unwrap_or(0)
+                ),
+            ))
+        }
+    }
+    if !labels.is_empty() {
+        filter.insert("labels", Value::from(labels.clone()));
+    }
+    Ok(ListQuery {
+        filter,
+        only_not_ready,
+    })
+}
+
+/// A D-Bus value as JSON (for CRI's `verbose` info maps).
+pub fn json_of(v: &Value<'_>) -> serde_json::Value {
+    use serde_json::Value as J;
+    match v {
+        Value::U8(n) => J::from(*n),
+        Value::Bool(b) => J::from(*b),
+        Value::I16(n) => J::from(*n),
+        Value::U16(n) => J::from(*n),
+        Value::I32(n) => J::from(*n),
+        Value::U32(n) => J::from(*n),
+        Value::I64(n) => J::from(*n),
+        Value::U64(n) => J::from(*n),
+        Value::F64(n) => J::from(*n),
+        Value::Str(s) => J::from(s.as_str()),
+        Value::Signature(s) => J::from(s.to_string()),
+        Value::ObjectPath(p) => J::from(p.as_str()),
+        Value::Value(inner) => json_of(inner),
+        Value::Array(a) => J::Array(a.iter().map(json_of).collect()),
+        Value::Dict(d) => J::Object(
+            d.iter()
+                .map(|(k, v)| {
+                    let key = match json_of(k) {
+                        J::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    (key, json_of(v))
+                })
+                .collect(),
+        ),
+        Value::Structure(s) => J::Array(s.fields().iter().map(json_of).collect()),
+        #[allow(unreachable_patterns)]
+        other => J::from(format!("{other:?}")),
+    }
+}
+
+/// A dictionary as a JSON object text.
+pub fn dict_json(d: &Dict) -> String {
+    let obj: serde_json::Map<String, serde_json::Value> =
+        d.iter().map(|(k, v)| (k.clone(), json_of(v))).collect();
+    serde_json::Value::Object(obj).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zbus::zvariant::OwnedValue;
+
+    fn request() -> cri::RunPodSandboxRequest {
+        cri::RunPodSandboxRequest {
+            config: Some(cri::PodSandboxConfig {
+                metadata: Some(cri::PodSandboxMetadata {
+                    name: "web-0".into(),
+                    uid: "7c1a".into(),
+                    namespace: "default".into(),
+                    attempt: 2,
+                }),
+                hostname: "web-0".into(),
+                log_directory: "/var/log/pods/default_web-0_7c1a".into(),
+                dns_config: Some(cri::DnsConfig {
+                    servers: vec!["10.96.0.10".into()],
+                    searches: vec!["svc.cluster.local".into()],
+                    options: vec!["ndots:5".into()],
+                }),
+                port_mappings: vec![cri::PortMapping {
+                    protocol: cri::Protocol::Udp as i32,
+                    container_port: 53,
+                    host_port: 5353,
+                    host_ip: String::new(),
+                }],
+                labels: HashMap::from([("app".into(), "web".into())]),
+                annotations: HashMap::from([("a".into(), "b".into())]),
+                linux: Some(cri::LinuxPodSandboxConfig {
+                    cgroup_parent: "kubepods-besteffort.slice".into(),
+                    security_context: Some(cri::LinuxSandboxSecurityContext {
+                        namespace_options: Some(cri::NamespaceOption {
+                            network: cri::NamespaceMode::Node as i32,
+                            pid: cri::NamespaceMode::Pod as i32,
+                            ipc: cri::NamespaceMode::Pod as i32,
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    sysctls: HashMap::from([("kernel.shmmax".into(), "1024".into())]),
+                    resources: Some(cri::LinuxContainerResources {
+                        cpu_period: 100_000,
+                        cpu_quota: -1,
+                        cpu_shares: 2,
+                        memory_limit_in_bytes: 1 << 28,
+                        ..Default::default()
+                    }),
+                    overhead: None,
+                }),
+                windows: None,
+            }),
+            runtime_handler: "podscope".into(),
+        }
+    }
+
+    #[test]
+    fn every_supported_field_passes_through() {
+        let c = config_from_request(&request()).unwrap();
+        assert_eq!(
+            (c.name.as_str(), c.namespace.as_str()),
+            ("web-0", "default")
+        );
+        assert_eq!((c.uid.as_str(), c.attempt), ("7c1a", 2));
+        assert_eq!(c.hostname, "web-0");
+        assert_eq!(c.log_directory, "/var/log/pods/default_web-0_7c1a");
+        assert_eq!(c.dns.options, ["ndots:5"]);
+        assert_eq!(c.port_mappings[0].protocol, Protocol::Udp);
+        assert_eq!(c.port_mappings[0].host_port, 5353);
+        assert_eq!(c.labels["app"], "web");
+        assert_eq!(c.annotations["a"], "b");
+        assert_eq!(c.cgroup_parent, "kubepods-besteffort.slice");
+        assert_eq!(c.network, NetworkMode::Host);
+        assert_eq!(c.pid_namespace, NamespaceMode::Pod);
+        assert_eq!(c.ipc_namespace, NamespaceMode::Pod);
+        assert_eq!(c.sysctls["kernel.shmmax"], "1024");
+        assert_eq!(c.resources.cpu_quota, 0);
+        assert_eq!(c.resources.cpu_shares, 2);
+        assert_eq!(c.resources.memory_limit_in_bytes, 1 << 28);
+        assert_eq!(c.runtime_handler, "podscope");
+    }
+
+    fn error_of(f: impl FnOnce(&mut cri::RunPodSandboxRequest)) -> String {
+        let mut r = request();
+        f(&mut r);
+        let e = config_from_request(&r).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+        e.message().to_owned()
+    }
+
+    #[test]
+    fn malformed_requests_name_the_cri_field() {
+        for (want, msg) in [
+            ("config:", error_of(|r| r.config = None)),
+            (
+                "config.metadata:",
+                error_of(|r| r.config.as_mut().unwrap().metadata = None),
+            ),
+            (
+                "config.metadata.name:",
+                error_of(|r| {
+                    r.config.as_mut().unwrap().metadata.as_mut().unwrap().name = String::new()
+                }),
+            ),
+            (
+                "config.metadata.namespace:",
+                error_of(|r| {
+                    r.config
+                        .as_mut()
+                        .unwrap()
+                        .metadata
+                        .as_mut()
+                        .unwrap()
+                        .namespace = "x".repeat(64)
+                }),
+            ),
+            (
+                "config.hostname:",
+                error_of(|r| r.config.as_mut().unwrap().hostname = "h".repeat(300)),
+            ),
+            (
+                "config.log_directory:",
+                error_of(|r| r.config.as_mut().unwrap().log_directory = "relative".into()),
+            ),
+            (
+                "config.annotations:",
+                error_of(|r| {
+                    r.config
+                        .as_mut()
+                        .unwrap()
+                        .annotations
+                        .insert("big".into(), "x".repeat(300 * 1024));
+                }),
+            ),
+            (
+                "config.port_mappings[0].container_port:",
+                error_of(|r| r.config.as_mut().unwrap().port_mappings[0].container_port = -1),
+            ),
+            (
+                "config.port_mappings[0].protocol:",
+                error_of(|r| r.config.as_mut().unwrap().port_mappings[0].protocol = 9),
+            ),
+            (
+                "config.linux.resources.memory_limit_in_bytes:",
+                error_of(|r| {
+                    r.config
+                        .as_mut()
+                        .unwrap()
+                        .linux
+                        .as_mut()
+                        .unwrap()
+                        .resources
+                        .as_mut()
+                        .unwrap()
+                        .memory_limit_in_bytes = -5
+                }),
+            ),
+            (
+                "config.linux.resources.cpu_period:",
+                error_of(|r| {
+                    r.config
+                        .as_mut()
+                        .unwrap()
+                        .linux
+                        .as_mut()
+                        .unwrap()
+                        .resources
+                        .as_mut()
+                        .unwrap()
+                        .cpu_period = 10
+                }),
+            ),
+            (
+                "config.linux.sysctls",
+                error_of(|r| {
+                    r.config
+                        .as_mut()
+                        .unwrap()
+                        .linux
+                        .as_mut()
+                        .unwrap()
+                        .sysctls
+                        .insert("kernel.panic".into(), "1".into());
+                }),
+            ),
+            (
+                "config.linux.security_context.namespace_options.pid:",
+                error_of(|r| {
+                    r.config
+                        .as_mut()
+                        .unwrap()
+                        .linux
+                        .as_mut()
+                        .unwrap()
+                        .security_context
+                        .as_mut()
+                        .unwrap()
+                        .namespace_options
+                        .as_mut()
+                        .unwrap()
+                        .pid = cri::NamespaceMode::Target as i32
+                }),
+            ),
+            (
+                "runtime_handler:",
+                error_of(|r| r.runtime_handler = "a b".into()),
+            ),
+        ] {
+            assert!(msg.starts_with(want), "want {want:?}, got {msg:?}");
+        }
+    }
+
+    fn ov<'a>(v: impl Into<Value<'a>>) -> OwnedValue {
+        v.into().try_to_owned().unwrap()
+    }
+
+    fn status() -> Dict {
+        HashMap::from([
+            ("id".to_owned(), ov("ab".repeat(32))),
+            ("name".to_owned(), ov("web-0")),
+            ("namespace".to_owned(), ov("default")),
+            ("uid".to_owned(), ov("7c1a")),
+            ("attempt".to_owned(), ov(2u32)),
+            ("state".to_owned(), ov("ready")),
+            ("created_at".to_owned(), ov(1_700_000_000_000_000u64)),
+            ("ips".to_owned(), ov(vec!["10.233.0.2", "fd00::2"])),
+            ("network".to_owned(), ov("pod")),
+            ("pid_namespace".to_owned(), ov("container")),
+            ("ipc_namespace".to_owned(), ov("pod")),
+            ("labels".to_owned(), ov(HashMap::from([("app", "web")]))),
+            ("annotations".to_owned(), ov(HashMap::<&str, &str>::new())),
+            ("runtime_handler".to_owned(), ov("")),
+        ])
+    }
+
+    #[test]
+    fn status_dictionary_becomes_pod_sandbox_status() {
+        let s = sandbox_status(&status());
+        assert_eq!(s.state, cri::PodSandboxState::SandboxReady as i32);
+        assert_eq!(s.created_at, 1_700_000_000_000_000_000);
+        assert_eq!(s.metadata.as_ref().unwrap().attempt, 2);
+        let net = s.network.unwrap();
+        assert_eq!(net.ip, "10.233.0.2");
+        assert_eq!(net.additional_ips[0].ip, "fd00::2");
+        let ns = s.linux.unwrap().namespaces.unwrap().options.unwrap();
+        assert_eq!(ns.network, cri::NamespaceMode::Pod as i32);
+        assert_eq!(ns.pid, cri::NamespaceMode::Container as i32);
+        assert_eq!(s.labels["app"], "web");
+        let mut d = status();
+        d.insert("state".into(), ov("created"));
+        assert_eq!(state_of(&d), cri::PodSandboxState::SandboxNotready);
+        let json: serde_json::Value = serde_json::from_str(&dict_json(&status())).unwrap();
+        assert_eq!(json["ips"][1], "fd00::2");
+        assert_eq!(json["labels"]["app"], "web");
+        assert_eq!(json["attempt"], 2);
+    }
+
+    #[test]
+    fn list_filters_translate() {
+        let q = list_query("ab12", Some(0), &HashMap::from([("a".into(), "b".into())])).unwrap();
+        assert!(!q.only_not_ready);
+        assert_eq!(q.filter.len(), 3);
+        let q = list_query("", Some(1), &HashMap::new()).unwrap();
+        assert!(q.only_not_ready && q.filter.is_empty());
+        assert!(list_query("", Some(7), &HashMap::new())
+            .unwrap_err()
+            .message()
+            .starts_with("filter.state:"));
+        assert!(list_query("not hex!", None, &HashMap::new())
+            .unwrap_err()
+            .message()
+            .starts_with("filter.id:"));
+    }
+}

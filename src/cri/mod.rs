@@ -1,0 +1,128 @@
+//! podscope-cri: the CRI v1 gRPC frontend. A thin, stateless translator:
+//! each CRI call becomes calls to `org.podscope.Sandbox1`, every answer and
+//! error is translated back, and nothing is kept that a restart could lose.
+//!
+//! `convert` (CRI ⇄ daemon terms, pure), `errors` (D-Bus → gRPC codes),
+//! `daemon` (the bus connection), `runtime` and `image` (the two gRPC
+//! services), `stats` (cgroup and interface counters).
+
+pub mod convert;
+pub mod daemon;
+pub mod errors;
+pub mod image;
+pub mod runtime;
+pub mod stats;
+
+use crate::error::{Error, Result};
+use k8s_cri::v1::image_service_server::ImageServiceServer;
+use k8s_cri::v1::runtime_service_server::RuntimeServiceServer;
+use libsystemd::activation::IsType;
+use std::future::Future;
+use std::os::fd::{FromRawFd, IntoRawFd};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::net::UnixListener;
+
+pub const DEFAULT_SOCKET: &str = "/run/podscope/cri.sock";
+/// Kubelet's own limit for CRI messages.
+pub const MAX_MESSAGE_SIZE: usize = 16 << 20;
+
+/// The socket systemd passed (socket activation), if any. Read before any
+/// thread starts; the environment is left as it is (never `set_var`).
+pub fn activated_socket() -> Result<Option<std::os::unix::net::UnixListener>> {
+    let fds = libsystemd::activation::receive_descriptors(false)
+        .map_err(|e| Error::internal(format!("socket activation: {e}")))?;
+    let Some(fd) = fds.into_iter().next() else {
+        return Ok(None);
+    };
+    if !fd.is_unix() {
+        return Err(Error::internal(
+            "socket activation: the passed descriptor is not a unix socket",
+        ));
+    }
+    // SAFETY: systemd handed this descriptor to us and nothing else owns it.
+    let l = unsafe { std::os::unix::net::UnixListener::from_raw_fd(fd.into_raw_fd()) };
+    Ok(Some(l))
+}
+
+/// Bind `path` ourselves (run by hand): mode 0660, parent made if missing,
+/// a stale socket file replaced, a live one refused.
+pub fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener> {
+    let ctx = |what: &str| format!("{what} {}", path.display());
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Error::io(ctx("create the directory of"), e))?;
+    }
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(Error::already_exists(format!(
+                "{}: another server is listening there",
+                path.display()
+            )));
+        }
+        std::fs::remove_file(path).map_err(|e| Error::io(ctx("remove the stale socket"), e))?;
+    }
+    let l = std::os::unix::net::UnixListener::bind(path).map_err(|e| Error::io(ctx("bind"), e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+        .map_err(|e| Error::io(ctx("chmod"), e))?;
+    Ok(l)
+}
+
+/// Serve both CRI services on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: std::os::unix::net::UnixListener,
+    call_timeout: std::time::Duration,
+    shutdown: impl Future<Output = ()>,
+) -> Result<()> {
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| Error::io("socket", e))?;
+    let listener = UnixListener::from_std(listener).map_err(|e| Error::io("socket", e))?;
+    let cri = runtime::Cri::new(daemon::Daemon::new(call_timeout));
+    let runtime_svc = RuntimeServiceServer::new(runtime::RuntimeApi(Arc::clone(&cri)))
+        .max_decoding_message_size(MAX_MESSAGE_SIZE)
+        .max_encoding_message_size(MAX_MESSAGE_SIZE);
+    let image_svc = ImageServiceServer::new(image::ImageApi(cri))
+        .max_decoding_message_size(MAX_MESSAGE_SIZE)
+        .max_encoding_message_size(MAX_MESSAGE_SIZE);
+    tonic::transport::Server::builder()
+        .add_service(runtime_svc)
+        .add_service(image_svc)
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::UnixListenerStream::new(listener),
+            shutdown,
+        )
+        .await
+        .map_err(|e| Error::internal(format!("gRPC server: {e}")))
+}
+
+/// Where to listen: `--listen PATH`, else the activated socket, else the
+/// default path.
+pub fn listener_for(listen: Option<PathBuf>) -> Result<std::os::unix::net::UnixListener> {
+    if let Some(path) = listen {
+        return bind(&path);
+    }
+    match activated_socket()? {
+        Some(l) => Ok(l),
+        None => bind(Path::new(DEFAULT_SOCKET)),
+    }
+}
+
+/// A gRPC channel to a CRI socket (for the tests, the benchmark and any
+/// local client).
+pub async fn channel(
+    path: &Path,
+) -> std::result::Result<tonic::transport::Channel, tonic::transport::Error> {
+    let path = path.to_path_buf();
+    // The URI is required by the API and ignored: the connector dials the socket.
+    tonic::transport::Endpoint::from_static("http://podscope-cri")
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await
+}

@@ -1,0 +1,618 @@
+//! `runtime.v1.RuntimeService`: the pod sandbox calls, each translated to
+//! calls on `org.podscope.Sandbox1`. Container calls are not podscope's yet
+//! and say so.
+
+use super::convert::{self, config_from_request};
+use super::daemon::Daemon;
+use super::errors::{is_already_exists, is_not_found, status_of};
+use super::stats::{self, CpuRates, PodRef};
+use crate::bus::options::options_from_config;
+use crate::client::{dict_str, dict_strs, dict_u64, Dict};
+use crate::domain::SandboxConfig;
+use k8s_cri::v1 as cri;
+use k8s_cri::v1::runtime_service_server::RuntimeService;
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tonic::{Request, Response, Status};
+use tracing::{debug, warn};
+
+pub const RUNTIME_NAME: &str = "podscope";
+pub const CRI_API_VERSION: &str = "v1";
+
+pub struct Cri {
+    pub daemon: Daemon,
+    rates: CpuRates,
+}
+
+impl Cri {
+    pub fn new(daemon: Daemon) -> Arc<Self> {
+        Arc::new(Cri {
+            daemon,
+            rates: CpuRates::default(),
+        })
+    }
+}
+
+/// The CRI service over a shared `Cri` (mutating calls run in tasks that
+/// own a reference, so a client hanging up never cuts them short).
+#[derive(Clone)]
+pub struct RuntimeApi(pub Arc<Cri>);
+
+pub fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// Run one CRI call: debug log with method, sandbox and duration on
+/// success, warning with the code on failure.
+async fn traced<T>(
+    method: &'static str,
+    sandbox: &str,
+    call: impl Future<Output = Result<T, Status>>,
+) -> Result<Response<T>, Status> {
+    let t0 = Instant::now();
+    let r = call.await;
+    let us = t0.elapsed().as_micros() as u64;
+    match &r {
+        Ok(_) => debug!(
+            cri_method = method,
+            sandbox_id = sandbox,
+            elapsed_us = us,
+            "CRI {method} {sandbox}: ok in {us} µs"
+        ),
+        Err(s) => warn!(
+            cri_method = method,
+            sandbox_id = sandbox,
+            code = ?s.code(),
+            elapsed_us = us,
+            "CRI {method} {sandbox}: {:?}: {}",
+            s.code(),
+            s.message()
+        ),
+    }
+    r.map(Response::new)
+}
+
+/// Run `work` to completion even if the caller goes away, and wait for it.
+async fn detached<T: Send + 'static>(
+    work: impl Future<Output = Result<T, Status>> + Send + 'static,
+) -> Result<T, Status> {
+    tokio::spawn(work)
+        .await
+        .unwrap_or_else(|e| Err(Status::internal(format!("CRI task failed: {e}"))))
+}
+
+fn required_id(id: &str) -> Result<(), Status> {
+    if id.is_empty() {
+        return Err(Status::invalid_argument(
+            "pod_sandbox_id: must not be empty",
+        ));
+    }
+    crate::domain::id::validate_prefix(id)
+        .map_err(|e| Status::invalid_argument(format!("pod_sandbox_id: {e}")))
+}
+
+fn unimplemented(what: &str) -> Status {
+    Status::unimplemented(format!(
+        "{what}: podscope manages pod sandboxes only; containers and images are not implemented yet"
+    ))
+}
+
+impl Cri {
+    /// Create then Start. A Create that finds the same pod (same name,
+    /// namespace, uid and attempt) already made — a retry after the
+    /// client's deadline — joins it instead of making a second one.
+    async fn run_pod_sandbox(&self, config: SandboxConfig) -> Result<String, Status> {
+        if !config.log_directory.is_empty() {
+            std::fs::create_dir_all(&config.log_directory).map_err(|e| {
+                Status::internal(format!(
+                    "config.log_directory: cannot create {}: {e}",
+                    config.log_directory
+                ))
+            })?;
+        }
+        let options = options_from_config(&config);
+        let deadline = Instant::now() + Duration::from_secs(300);
+        let c = &config;
+        loop {
+            let opts = options.clone();
+            let created = self
+                .daemon
+                .call(|m| async move {
+                    m.create(&c.name, &c.namespace, &c.uid, c.attempt, opts)
+                        .await
+                })
+                .await;
+            match created {
+                Ok((id, _)) => {
+                    let idr = &id;
+                    if let Err(e) = self
+                        .daemon
+                        .call(|m| async move { m.start(idr).await })
+                        .await
+                    {
+                        let status = status_of(&e);
+                        // Leave nothing half-made behind the error.
+                        if let Err(re) = self
+                            .daemon
+                            .call(|m| async move { m.remove(idr).await })
+                            .await
+                        {
+                            warn!(sandbox_id = %id, "CRI RunPodSandbox: start failed and removing the sandbox failed too: {re}");
+                        }
+                        return Err(status);
+                    }
+                    return Ok(id);
+                }
+                Err(e) if is_already_exists(&e) => {
+                    if let Some(id) = self.existing(c).await? {
+                        // Joins an in-flight Start (the daemon serialises
+                        // per sandbox) or returns at once if it is ready.
+                        let idr = &id;
+                        self.daemon
+                            .rpc(|m| async move { m.start(idr).await })
+                            .await?;
+                        return Ok(id);
+                    }
+                    // The other Create has not finished (or just failed):
+                    // look again shortly.
+                    if Instant::now() > deadline {
+                        return Err(status_of(&e));
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => return Err(status_of(&e)),
+            }
+        }
+    }
+
+    /// The live sandbox with the same key as `config`, if the daemon has
+    /// finished creating it; a stopped one is an error (a new attempt is
+    /// needed).
+    async fn existing(&self, config: &SandboxConfig) -> Result<Option<String>, Status> {
+        let (name, namespace) = (config.name.clone(), config.namespace.clone());
+        let found = self
+            .daemon
+            .rpc(|m| async move {
+                m.list(HashMap::from([
+                    ("name", name.as_str().into()),
+                    ("namespace", namespace.as_str().into()),
+                ]))
+                .await
+            })
+            .await?;
+        let Some(d) = found.iter().find(|d| {
+            dict_str(d, "uid") == config.uid && dict_u64(d, "attempt") == u64::from(config.attempt)
+        }) else {
+            return Ok(None);
+        };
+        let id = dict_str(d, "id");
+        if dict_str(d, "state") == "notready" {
+            return Err(Status::already_exists(format!(
+                "sandbox {id} for {}/{} uid {} attempt {} exists and is stopped; use a new attempt",
+                config.namespace, config.name, config.uid, config.attempt
+            )));
+        }
+        Ok(Some(id))
+    }
+
+    async fn list(&self, q: convert::ListQuery) -> Result<Vec<Dict>, Status> {
+        let filter = q.filter;
+        let mut all = self
+            .daemon
+            .rpc(|m| async move { m.list(filter).await })
+            .await?;
+        if q.only_not_ready {
+            all.retain(|d| dict_str(d, "state") != "ready");
+        }
+        Ok(all)
+    }
+
+    fn pod_stats(&self, d: &Dict, timestamp: i64) -> cri::PodSandboxStats {
+        let id = dict_str(d, "id");
+        let slice = dict_str(d, "slice");
+        let unit = dict_str(d, "unit");
+        let pod = PodRef {
+            id: &id,
+            slice: &slice,
+            unit: &unit,
+            init_pid: dict_u64(d, "init_pid") as u32,
+            pod_network: dict_str(d, "network") == "pod",
+        };
+        cri::PodSandboxStats {
+            attributes: Some(cri::PodSandboxAttributes {
+                id: id.clone(),
+                metadata: Some(convert::metadata_of(d)),
+                labels: crate::client::dict_map(d, "labels"),
+                annotations: crate::client::dict_map(d, "annotations"),
+            }),
+            linux: stats::linux_stats(&pod, &self.rates, timestamp),
+            windows: None,
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl RuntimeService for RuntimeApi {
+    async fn version(
+        &self,
+        _req: Request<cri::VersionRequest>,
+    ) -> Result<Response<cri::VersionResponse>, Status> {
+        traced("Version", "", async {
+            let (name, version, api) = self
+                .0
+                .daemon
+                .rpc(|m| async move { m.version().await })
+                .await?;
+            Ok(cri::VersionResponse {
+                version: "0.1.0".into(),
+                runtime_name: name,
+                runtime_version: version,
+                runtime_api_version: api,
+            })
+        })
+        .await
+    }
+
+    async fn run_pod_sandbox(
+        &self,
+        req: Request<cri::RunPodSandboxRequest>,
+    ) -> Result<Response<cri::RunPodSandboxResponse>, Status> {
+        let req = req.into_inner();
+        let label = req
+            .config
+            .as_ref()
+            .and_then(|c| c.metadata.as_ref())
+            .map(|m| format!("{}/{}", m.namespace, m.name))
+            .unwrap_or_default();
+        let cri = self.0.clone();
+        traced("RunPodSandbox", &label, async move {
+            let config = config_from_request(&req)?;
+            let id = detached(async move { cri.run_pod_sandbox(config).await }).await?;
+            Ok(cri::RunPodSandboxResponse { pod_sandbox_id: id })
+        })
+        .await
+    }
+
+    async fn stop_pod_sandbox(
+        &self,
+        req: Request<cri::StopPodSandboxRequest>,
+    ) -> Result<Response<cri::StopPodSandboxResponse>, Status> {
+        let id = req.into_inner().pod_sandbox_id;
+        let cri = self.0.clone();
+        traced("StopPodSandbox", &id.clone(), async move {
+            required_id(&id)?;
+            detached(async move {
+                match cri.daemon.call(|m| async move { m.stop(&id).await }).await {
+                    // Already gone is stopped, as the CRI contract says.
+                    Err(e) if is_not_found(&e) => Ok(()),
+                    r => r.map_err(|e| status_of(&e)),
+                }
+            })
+            .await?;
+            Ok(cri::StopPodSandboxResponse {})
+        })
+        .await
+    }
+
+    async fn remove_pod_sandbox(
+        &self,
+        req: Request<cri::RemovePodSandboxRequest>,
+    ) -> Result<Response<cri::RemovePodSandboxResponse>, Status> {
+        let id = req.into_inner().pod_sandbox_id;
+        let cri = self.0.clone();
+        traced("RemovePodSandbox", &id.clone(), async move {
+            required_id(&id)?;
+            detached(async move {
+                match cri
+                    .daemon
+                    .call(|m| async move { m.remove(&id).await })
+                    .await
+                {
+                    Err(e) if is_not_found(&e) => Ok(()),
+                    r => r.map_err(|e| status_of(&e)),
+                }
+            })
+            .await?;
+            Ok(cri::RemovePodSandboxResponse {})
+        })
+        .await
+    }
+
+    async fn pod_sandbox_status(
+        &self,
+        req: Request<cri::PodSandboxStatusRequest>,
+    ) -> Result<Response<cri::PodSandboxStatusResponse>, Status> {
+        let req = req.into_inner();
+        let id = req.pod_sandbox_id.clone();
+        traced("PodSandboxStatus", &id, async {
+            required_id(&id)?;
+            let idr = id.as_str();
+            let d = self
+                .0
+                .daemon
+                .rpc(|m| async move { m.status(idr).await })
+                .await?;
+            let mut info = HashMap::new();
+            if req.verbose {
+                info.insert("info".to_owned(), convert::dict_json(&d));
+            }
+            Ok(cri::PodSandboxStatusResponse {
+                status: Some(convert::sandbox_status(&d)),
+                info,
+                containers_statuses: Vec::new(),
+                timestamp: now_ns(),
+            })
+        })
+        .await
+    }
+
+    async fn list_pod_sandbox(
+        &self,
+        req: Request<cri::ListPodSandboxRequest>,
+    ) -> Result<Response<cri::ListPodSandboxResponse>, Status> {
+        let f = req.into_inner().filter.unwrap_or_default();
+        traced("ListPodSandbox", &f.id.clone(), async {
+            let q = convert::list_query(&f.id, f.state.map(|s| s.state), &f.label_selector)?;
+            let items = self
+                .0
+                .list(q)
+                .await?
+                .iter()
+                .map(convert::pod_sandbox)
+                .collect();
+            Ok(cri::ListPodSandboxResponse { items })
+        })
+        .await
+    }
+
+    async fn pod_sandbox_stats(
+        &self,
+        req: Request<cri::PodSandboxStatsRequest>,
+    ) -> Result<Response<cri::PodSandboxStatsResponse>, Status> {
+        let id = req.into_inner().pod_sandbox_id;
+        traced("PodSandboxStats", &id, async {
+            required_id(&id)?;
+            let idr = id.as_str();
+            let d = self
+                .0
+                .daemon
+                .rpc(|m| async move { m.status(idr).await })
+                .await?;
+            if dict_str(&d, "state") != "ready" {
+                return Err(Status::failed_precondition(format!(
+                    "sandbox {} is not ready: it has no processes to measure",
+                    dict_str(&d, "id")
+                )));
+            }
+            Ok(cri::PodSandboxStatsResponse {
+                stats: Some(self.0.pod_stats(&d, now_ns())),
+            })
+        })
+        .await
+    }
+
+    async fn list_pod_sandbox_stats(
+        &self,
+        req: Request<cri::ListPodSandboxStatsRequest>,
+    ) -> Result<Response<cri::ListPodSandboxStatsResponse>, Status> {
+        let f = req.into_inner().filter.unwrap_or_default();
+        traced("ListPodSandboxStats", &f.id.clone(), async {
+            let q = convert::list_query(
+                &f.id,
+                Some(cri::PodSandboxState::SandboxReady as i32),
+                &f.label_selector,
+            )?;
+            let pods = self.0.list(q).await?;
+            let ts = now_ns();
+            let stats: Vec<cri::PodSandboxStats> =
+                pods.iter().map(|d| self.0.pod_stats(d, ts)).collect();
+            if f.id.is_empty() && f.label_selector.is_empty() {
+                let live: HashSet<String> = pods.iter().map(|d| dict_str(d, "id")).collect();
+                self.0.rates.retain(&live);
+            }
+            Ok(cri::ListPodSandboxStatsResponse { stats })
+        })
+        .await
+    }
+
+    async fn status(
+        &self,
+        req: Request<cri::StatusRequest>,
+    ) -> Result<Response<cri::StatusResponse>, Status> {
+        let verbose = req.into_inner().verbose;
+        traced("Status", "", async {
+            let (conditions, info) = self
+                .0
+                .daemon
+                .rpc(|m| async move { m.runtime_status().await })
+                .await?;
+            let conditions = conditions
+                .into_iter()
+                .map(|(r#type, status, reason, message)| cri::RuntimeCondition {
+                    r#type,
+                    status,
+                    reason,
+                    message,
+                })
+                .collect();
+            // "" is the default handler and always there.
+            let mut handlers = vec![String::new()];
+            handlers.extend(dict_strs(&info, "runtime_handlers"));
+            handlers.dedup();
+            let features = cri::RuntimeHandlerFeatures {
+                recursive_read_only_mounts: false,
+                user_namespaces: false,
+            };
+            let mut out_info = HashMap::new();
+            if verbose {
+                out_info.insert("info".to_owned(), convert::dict_json(&info));
+            }
+            Ok(cri::StatusResponse {
+                status: Some(cri::RuntimeStatus { conditions }),
+                info: out_info,
+                runtime_handlers: handlers
+                    .into_iter()
+                    .map(|name| cri::RuntimeHandler {
+                        name,
+                        features: Some(features),
+                    })
+                    .collect(),
+                features: Some(cri::RuntimeFeatures {
+                    supplemental_groups_policy: false,
+                }),
+            })
+        })
+        .await
+    }
+
+    async fn runtime_config(
+        &self,
+        _req: Request<cri::RuntimeConfigRequest>,
+    ) -> Result<Response<cri::RuntimeConfigResponse>, Status> {
+        traced("RuntimeConfig", "", async {
+            Ok(cri::RuntimeConfigResponse {
+                linux: Some(cri::LinuxRuntimeConfiguration {
+                    cgroup_driver: cri::CgroupDriver::Systemd as i32,
+                }),
+            })
+        })
+        .await
+    }
+
+    async fn update_runtime_config(
+        &self,
+        req: Request<cri::UpdateRuntimeConfigRequest>,
+    ) -> Result<Response<cri::UpdateRuntimeConfigResponse>, Status> {
+        // Kubelet sends the node's pod CIDR here; podscope's addresses come
+        // from the CNI config, so there is nothing to change.
+        let cidr = req
+            .into_inner()
+            .runtime_config
+            .and_then(|c| c.network_config)
+            .map(|n| n.pod_cidr)
+            .unwrap_or_default();
+        traced("UpdateRuntimeConfig", "", async move {
+            debug!("pod CIDR {cidr:?} noted; addresses come from the CNI config");
+            Ok(cri::UpdateRuntimeConfigResponse {})
+        })
+        .await
+    }
+
+    async fn create_container(
+        &self,
+        _: Request<cri::CreateContainerRequest>,
+    ) -> Result<Response<cri::CreateContainerResponse>, Status> {
+        Err(unimplemented("CreateContainer"))
+    }
+    async fn start_container(
+        &self,
+        _: Request<cri::StartContainerRequest>,
+    ) -> Result<Response<cri::StartContainerResponse>, Status> {
+        Err(unimplemented("StartContainer"))
+    }
+    async fn stop_container(
+        &self,
+        _: Request<cri::StopContainerRequest>,
+    ) -> Result<Response<cri::StopContainerResponse>, Status> {
+        Err(unimplemented("StopContainer"))
+    }
+    async fn remove_container(
+        &self,
+        _: Request<cri::RemoveContainerRequest>,
+    ) -> Result<Response<cri::RemoveContainerResponse>, Status> {
+        Err(unimplemented("RemoveContainer"))
+    }
+    async fn list_containers(
+        &self,
+        _: Request<cri::ListContainersRequest>,
+    ) -> Result<Response<cri::ListContainersResponse>, Status> {
+        Err(unimplemented("ListContainers"))
+    }
+    async fn container_status(
+        &self,
+        _: Request<cri::ContainerStatusRequest>,
+    ) -> Result<Response<cri::ContainerStatusResponse>, Status> {
+        Err(unimplemented("ContainerStatus"))
+    }
+    async fn update_container_resources(
+        &self,
+        _: Request<cri::UpdateContainerResourcesRequest>,
+    ) -> Result<Response<cri::UpdateContainerResourcesResponse>, Status> {
+        Err(unimplemented("UpdateContainerResources"))
+    }
+    async fn reopen_container_log(
+        &self,
+        _: Request<cri::ReopenContainerLogRequest>,
+    ) -> Result<Response<cri::ReopenContainerLogResponse>, Status> {
+        Err(unimplemented("ReopenContainerLog"))
+    }
+    async fn exec_sync(
+        &self,
+        _: Request<cri::ExecSyncRequest>,
+    ) -> Result<Response<cri::ExecSyncResponse>, Status> {
+        Err(unimplemented("ExecSync"))
+    }
+    async fn exec(
+        &self,
+        _: Request<cri::ExecRequest>,
+    ) -> Result<Response<cri::ExecResponse>, Status> {
+        Err(unimplemented("Exec"))
+    }
+    async fn attach(
+        &self,
+        _: Request<cri::AttachRequest>,
+    ) -> Result<Response<cri::AttachResponse>, Status> {
+        Err(unimplemented("Attach"))
+    }
+    async fn port_forward(
+        &self,
+        _: Request<cri::PortForwardRequest>,
+    ) -> Result<Response<cri::PortForwardResponse>, Status> {
+        Err(unimplemented("PortForward"))
+    }
+    async fn container_stats(
+        &self,
+        _: Request<cri::ContainerStatsRequest>,
+    ) -> Result<Response<cri::ContainerStatsResponse>, Status> {
+        Err(unimplemented("ContainerStats"))
+    }
+    async fn list_container_stats(
+        &self,
+        _: Request<cri::ListContainerStatsRequest>,
+    ) -> Result<Response<cri::ListContainerStatsResponse>, Status> {
+        Err(unimplemented("ListContainerStats"))
+    }
+    async fn checkpoint_container(
+        &self,
+        _: Request<cri::CheckpointContainerRequest>,
+    ) -> Result<Response<cri::CheckpointContainerResponse>, Status> {
+        Err(unimplemented("CheckpointContainer"))
+    }
+
+    type GetContainerEventsStream = std::pin::Pin<
+        Box<dyn tokio_stream::Stream<Item = Result<cri::ContainerEventResponse, Status>> + Send>,
+    >;
+
+    async fn get_container_events(
+        &self,
+        _: Request<cri::GetEventsRequest>,
+    ) -> Result<Response<Self::GetContainerEventsStream>, Status> {
+        Err(unimplemented("GetContainerEvents"))
+    }
+    async fn list_metric_descriptors(
+        &self,
+        _: Request<cri::ListMetricDescriptorsRequest>,
+    ) -> Result<Response<cri::ListMetricDescriptorsResponse>, Status> {
+        Err(unimplemented("ListMetricDescriptors"))
+    }
+    async fn list_pod_sandbox_metrics(
+        &self,
+        _: Request<cri::ListPodSandboxMetricsRequest>,
+    ) -> Result<Response<cri::ListPodSandboxMetricsResponse>, Status> {
+        Err(unimplemented("ListPodSandboxMetrics"))
+    }
+}
