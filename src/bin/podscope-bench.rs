@@ -557,7 +557,9 @@ async fn cri(m: &ManagerProxy<'_>, t: &mut Table) {
     let mut trip = Vec::new();
     for _ in 0..200 {
         let t0 = Instant::now();
-        rt.runtime_config(cri::RuntimeConfigRequest {}).await.unwrap();
+        rt.runtime_config(cri::RuntimeConfigRequest {})
+            .await
+            .unwrap();
         trip.push(t0.elapsed());
     }
     t.add(
