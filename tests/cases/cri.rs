@@ -258,14 +258,14 @@ async fn cri_pod_lifecycle_in_kubelet_order() {
 
     // List with each filter.
     assert!(list(&mut c, "", None, &[]).await.contains(&id));
-    assert_eq!(list(&mut c, &id[..12], None, &[]).await, [id.clone()]);
+    assert_eq!(list(&mut c, &id[..12], None, &[]).await, vec![id.clone()]);
     let ready = list(&mut c, "", Some(cri::PodSandboxState::SandboxReady), &[]).await;
     assert!(ready.contains(&id));
     let notready = list(&mut c, "", Some(cri::PodSandboxState::SandboxNotready), &[]).await;
     assert!(!notready.contains(&id));
     assert_eq!(
         list(&mut c, "", None, &[("pod", &name)]).await,
-        [id.clone()]
+        vec![id.clone()]
     );
     assert!(list(&mut c, "", None, &[("pod", &name), ("app", "db")])
         .await
