@@ -4,7 +4,7 @@
 //! is UNAVAILABLE, so kubelet retries instead of giving up.
 
 use crate::bus::errors::kind_of;
-use crate::error::{Error, ErrorKind};
+use crate::error::ErrorKind;
 use tonic::{Code, Status};
 use zbus::DBusError;
 
@@ -78,11 +78,6 @@ pub fn status_of(e: &zbus::Error) -> Status {
         }
         other => Status::internal(format!("D-Bus: {other}")),
     }
-}
-
-/// A local validation or I/O error (same kinds as the daemon's).
-pub fn status_of_error(e: &Error) -> Status {
-    Status::new(code_of_kind(e.kind()), e.to_string())
 }
 
 /// Whether a daemon error is NotFound (Stop and Remove treat that as done).

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tonic::{Request, Response, Status};
 use tracing::{debug, warn};
 
-pub const RUNTIME_NAME: &str = "podscope";
-pub const CRI_API_VERSION: &str = "v1";
+/// CRI's `VersionResponse.version`: the kubelet runtime API version.
+const KUBELET_API_VERSION: &str = "0.1.0";
 
 pub struct Cri {
     pub daemon: Daemon,
@@ -248,7 +248,7 @@ impl RuntimeService for RuntimeApi {
                 .rpc(|m| async move { m.version().await })
                 .await?;
             Ok(cri::VersionResponse {
-                version: "0.1.0".into(),
+                version: KUBELET_API_VERSION.into(),
                 runtime_name: name,
                 runtime_version: version,
                 runtime_api_version: api,
