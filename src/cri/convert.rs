@@ -432,6 +432,18 @@ mod tests {
         assert_eq!(c.runtime_handler, "podscope");
     }
 
+    fn config(r: &mut cri::RunPodSandboxRequest) -> &mut cri::PodSandboxConfig {
+        r.config.as_mut().unwrap()
+    }
+
+    fn linux(r: &mut cri::RunPodSandboxRequest) -> &mut cri::LinuxPodSandboxConfig {
+        config(r).linux.as_mut().unwrap()
+    }
+
+    fn resources(r: &mut cri::RunPodSandboxRequest) -> &mut cri::LinuxContainerResources {
+        linux(r).resources.as_mut().unwrap()
+    }
+
     fn error_of(f: impl FnOnce(&mut cri::RunPodSandboxRequest)) -> String {
         let mut r = request();
         f(&mut r);
@@ -444,111 +456,60 @@ mod tests {
     fn malformed_requests_name_the_cri_field() {
         for (want, msg) in [
             ("config:", error_of(|r| r.config = None)),
-            (
-                "config.metadata:",
-                error_of(|r| r.config.as_mut().unwrap().metadata = None),
-            ),
+            ("config.metadata:", error_of(|r| config(r).metadata = None)),
             (
                 "config.metadata.name:",
-                error_of(|r| {
-                    r.config.as_mut().unwrap().metadata.as_mut().unwrap().name = String::new()
-                }),
+                error_of(|r| config(r).metadata.as_mut().unwrap().name = String::new()),
             ),
             (
                 "config.metadata.namespace:",
-                error_of(|r| {
-                    r.config
-                        .as_mut()
-                        .unwrap()
-                        .metadata
-                        .as_mut()
-                        .unwrap()
-                        .namespace = "x".repeat(64)
-                }),
+                error_of(|r| config(r).metadata.as_mut().unwrap().namespace = "x".repeat(64)),
             ),
             (
                 "config.hostname:",
-                error_of(|r| r.config.as_mut().unwrap().hostname = "h".repeat(300)),
+                error_of(|r| config(r).hostname = "h".repeat(300)),
             ),
             (
                 "config.log_directory:",
-                error_of(|r| r.config.as_mut().unwrap().log_directory = "relative".into()),
+                error_of(|r| config(r).log_directory = "relative".into()),
             ),
             (
                 "config.annotations:",
                 error_of(|r| {
-                    r.config
-                        .as_mut()
-                        .unwrap()
+                    config(r)
                         .annotations
                         .insert("big".into(), "x".repeat(300 * 1024));
                 }),
             ),
             (
                 "config.port_mappings[0].container_port:",
-                error_of(|r| r.config.as_mut().unwrap().port_mappings[0].container_port = -1),
+                error_of(|r| config(r).port_mappings[0].container_port = -1),
             ),
             (
                 "config.port_mappings[0].protocol:",
-                error_of(|r| r.config.as_mut().unwrap().port_mappings[0].protocol = 9),
+                error_of(|r| config(r).port_mappings[0].protocol = 9),
             ),
             (
                 "config.linux.resources.memory_limit_in_bytes:",
-                error_of(|r| {
-                    r.config
-                        .as_mut()
-                        .unwrap()
-                        .linux
-                        .as_mut()
-                        .unwrap()
-                        .resources
-                        .as_mut()
-                        .unwrap()
-                        .memory_limit_in_bytes = -5
-                }),
+                error_of(|r| resources(r).memory_limit_in_bytes = -5),
             ),
             (
                 "config.linux.resources.cpu_period:",
-                error_of(|r| {
-                    r.config
-                        .as_mut()
-                        .unwrap()
-                        .linux
-                        .as_mut()
-                        .unwrap()
-                        .resources
-                        .as_mut()
-                        .unwrap()
-                        .cpu_period = 10
-                }),
+                error_of(|r| resources(r).cpu_period = 10),
             ),
             (
                 "config.linux.sysctls",
                 error_of(|r| {
-                    r.config
-                        .as_mut()
-                        .unwrap()
-                        .linux
-                        .as_mut()
-                        .unwrap()
-                        .sysctls
-                        .insert("kernel.panic".into(), "1".into());
+                    linux(r).sysctls.insert("kernel.panic".into(), "1".into());
                 }),
             ),
             (
                 "config.linux.security_context.namespace_options.pid:",
                 error_of(|r| {
-                    r.config
-                        .as_mut()
-                        .unwrap()
-                        .linux
-                        .as_mut()
-                        .unwrap()
+                    linux(r)
                         .security_context
                         .as_mut()
-                        .unwrap()
-                        .namespace_options
-                        .as_mut()
+                        .and_then(|sc| sc.namespace_options.as_mut())
                         .unwrap()
                         .pid = cri::NamespaceMode::Target as i32
                 }),

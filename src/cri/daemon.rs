@@ -24,20 +24,27 @@ impl Daemon {
         }
     }
 
-    async fn proxy(&self) -> Result<ManagerProxy<'static>, Status> {
+    async fn proxy(&self) -> zbus::Result<ManagerProxy<'static>> {
         let mut slot = self.proxy.lock().await;
         if let Some(p) = slot.as_ref() {
             return Ok(p.clone());
         }
+        // Any failure to get a connection reads as one broken (UNAVAILABLE).
+        let unavailable = |e: zbus::Error| {
+            zbus::Error::InputOutput(std::sync::Arc::new(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                format!("cannot connect to the system bus: {e}"),
+            )))
+        };
         let conn = crate::client::system_connection(self.call_timeout)
             .await
-            .map_err(|e| Status::unavailable(format!("cannot connect to the system bus: {e}")))?;
+            .map_err(unavailable)?;
         // No properties to cache: building the proxy costs no round-trip.
         let p = ManagerProxy::builder(&conn)
             .cache_properties(zbus::proxy::CacheProperties::No)
             .build()
             .await
-            .map_err(|e| Status::unavailable(format!("podscoped proxy: {e}")))?;
+            .map_err(unavailable)?;
         *slot = Some(p.clone());
         Ok(p)
     }
@@ -49,13 +56,7 @@ impl Daemon {
         F: FnOnce(ManagerProxy<'static>) -> Fut,
         Fut: Future<Output = zbus::Result<T>>,
     {
-        let proxy = self.proxy().await.map_err(|s| {
-            zbus::Error::InputOutput(std::sync::Arc::new(std::io::Error::new(
-                std::io::ErrorKind::NotConnected,
-                s.message().to_owned(),
-            )))
-        })?;
-        let r = f(proxy).await;
+        let r = f(self.proxy().await?).await;
         if let Err(e) = &r {
             if connection_lost(e) {
                 tracing::warn!("system bus connection lost ({e}); reconnecting on the next call");

@@ -85,6 +85,12 @@ async fn detached<T: Send + 'static>(
         .unwrap_or_else(|e| Err(Status::internal(format!("CRI task failed: {e}"))))
 }
 
+#[derive(Clone, Copy)]
+enum Teardown {
+    Stop,
+    Remove,
+}
+
 fn required_id(id: &str) -> Result<(), Status> {
     if id.is_empty() {
         return Err(Status::invalid_argument(
@@ -199,6 +205,28 @@ impl Cri {
         Ok(Some(id))
     }
 
+    /// Stop or Remove, run to completion even if the client hangs up; an
+    /// id the daemon does not know is already done, as the CRI contract says.
+    async fn teardown(self: Arc<Self>, what: Teardown, id: String) -> Result<(), Status> {
+        required_id(&id)?;
+        detached(async move {
+            let r = self
+                .daemon
+                .call(|m| async move {
+                    match what {
+                        Teardown::Stop => m.stop(&id).await,
+                        Teardown::Remove => m.remove(&id).await,
+                    }
+                })
+                .await;
+            match r {
+                Err(e) if is_not_found(&e) => Ok(()),
+                r => r.map_err(|e| status_of(&e)),
+            }
+        })
+        .await
+    }
+
     async fn list(&self, q: convert::ListQuery) -> Result<Vec<Dict>, Status> {
         let filter = q.filter;
         let mut all = self
@@ -211,7 +239,7 @@ impl Cri {
         Ok(all)
     }
 
-    fn pod_stats(&self, d: &Dict, timestamp: i64) -> cri::PodSandboxStats {
+    fn pod_stats(&self, mounts: &stats::Mounts, d: &Dict, timestamp: i64) -> cri::PodSandboxStats {
         let id = dict_str(d, "id");
         let slice = dict_str(d, "slice");
         let unit = dict_str(d, "unit");
@@ -229,7 +257,7 @@ impl Cri {
                 labels: crate::client::dict_map(d, "labels"),
                 annotations: crate::client::dict_map(d, "annotations"),
             }),
-            linux: stats::linux_stats(&pod, &self.rates, timestamp),
+            linux: stats::linux_stats(mounts, &pod, &self.rates, timestamp),
             windows: None,
         }
     }
@@ -268,10 +296,10 @@ impl RuntimeService for RuntimeApi {
             .and_then(|c| c.metadata.as_ref())
             .map(|m| format!("{}/{}", m.namespace, m.name))
             .unwrap_or_default();
-        let cri = self.0.clone();
+        let frontend = self.0.clone();
         traced("RunPodSandbox", &label, async move {
             let config = config_from_request(&req)?;
-            let id = detached(async move { cri.run_pod_sandbox(config).await }).await?;
+            let id = detached(async move { frontend.run_pod_sandbox(config).await }).await?;
             Ok(cri::RunPodSandboxResponse { pod_sandbox_id: id })
         })
         .await
@@ -282,17 +310,9 @@ impl RuntimeService for RuntimeApi {
         req: Request<cri::StopPodSandboxRequest>,
     ) -> Result<Response<cri::StopPodSandboxResponse>, Status> {
         let id = req.into_inner().pod_sandbox_id;
-        let cri = self.0.clone();
+        let frontend = self.0.clone();
         traced("StopPodSandbox", &id.clone(), async move {
-            required_id(&id)?;
-            detached(async move {
-                match cri.daemon.call(|m| async move { m.stop(&id).await }).await {
-                    // Already gone is stopped, as the CRI contract says.
-                    Err(e) if is_not_found(&e) => Ok(()),
-                    r => r.map_err(|e| status_of(&e)),
-                }
-            })
-            .await?;
+            frontend.teardown(Teardown::Stop, id).await?;
             Ok(cri::StopPodSandboxResponse {})
         })
         .await
@@ -303,20 +323,9 @@ impl RuntimeService for RuntimeApi {
         req: Request<cri::RemovePodSandboxRequest>,
     ) -> Result<Response<cri::RemovePodSandboxResponse>, Status> {
         let id = req.into_inner().pod_sandbox_id;
-        let cri = self.0.clone();
+        let frontend = self.0.clone();
         traced("RemovePodSandbox", &id.clone(), async move {
-            required_id(&id)?;
-            detached(async move {
-                match cri
-                    .daemon
-                    .call(|m| async move { m.remove(&id).await })
-                    .await
-                {
-                    Err(e) if is_not_found(&e) => Ok(()),
-                    r => r.map_err(|e| status_of(&e)),
-                }
-            })
-            .await?;
+            frontend.teardown(Teardown::Remove, id).await?;
             Ok(cri::RemovePodSandboxResponse {})
         })
         .await
@@ -389,7 +398,7 @@ impl RuntimeService for RuntimeApi {
                 )));
             }
             Ok(cri::PodSandboxStatsResponse {
-                stats: Some(self.0.pod_stats(&d, now_ns())),
+                stats: Some(self.0.pod_stats(&stats::Mounts::read(), &d, now_ns())),
             })
         })
         .await
@@ -408,8 +417,11 @@ impl RuntimeService for RuntimeApi {
             )?;
             let pods = self.0.list(q).await?;
             let ts = now_ns();
-            let stats: Vec<cri::PodSandboxStats> =
-                pods.iter().map(|d| self.0.pod_stats(d, ts)).collect();
+            let mounts = stats::Mounts::read();
+            let stats: Vec<cri::PodSandboxStats> = pods
+                .iter()
+                .map(|d| self.0.pod_stats(&mounts, d, ts))
+                .collect();
             if f.id.is_empty() && f.label_selector.is_empty() {
                 let live: HashSet<String> = pods.iter().map(|d| dict_str(d, "id")).collect();
                 self.0.rates.retain(&live);

@@ -8,9 +8,10 @@ use cgroups_rs::fs::cpu::CpuController;
 use cgroups_rs::fs::cpuacct::CpuAcctController;
 use cgroups_rs::fs::memory::MemController;
 use cgroups_rs::fs::pid::PidController;
-use cgroups_rs::fs::{hierarchies, Cgroup};
+use cgroups_rs::fs::{hierarchies, Cgroup, Hierarchy, Subsystem};
 use k8s_cri::v1 as cri;
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 fn u64v(value: u64) -> Option<cri::UInt64Value> {
@@ -50,10 +51,51 @@ fn v2_cpu_usage_ns(cpu_stat: &str) -> u64 {
 /// Where the hybrid layout mounts cgroup2.
 const HYBRID_UNIFIED: &str = "/sys/fs/cgroup/unified";
 
+/// The machine's cgroup mounts, read once per stats request:
+/// `hierarchies::auto()` parses /proc/self/mountinfo every time, which a
+/// ListPodSandboxStats of a thousand pods would otherwise do a thousand
+/// times.
+#[derive(Debug, Clone)]
+pub struct Mounts {
+    v2: bool,
+    root: PathBuf,
+    subsystems: Vec<Subsystem>,
+}
+
+impl Mounts {
+    pub fn read() -> Self {
+        let h = hierarchies::auto();
+        Mounts {
+            v2: h.v2(),
+            root: h.root(),
+            subsystems: h.subsystems(),
+        }
+    }
+}
+
+impl Hierarchy for Mounts {
+    fn subsystems(&self) -> Vec<Subsystem> {
+        self.subsystems.clone()
+    }
+    fn root(&self) -> PathBuf {
+        self.root.clone()
+    }
+    fn root_control_group(&self) -> Cgroup {
+        Cgroup::load(Box::new(self.clone()), "")
+    }
+    fn parent_control_group(&self, path: &str) -> Cgroup {
+        let parent = Path::new(path).parent().unwrap_or(Path::new(""));
+        Cgroup::load(Box::new(self.clone()), parent)
+    }
+    fn v2(&self) -> bool {
+        self.v2
+    }
+}
+
 /// Read the cgroup of `unit` in `slice`; None when it is gone.
-pub fn read_cgroup(slice: &str, unit: &str) -> Option<CgroupSample> {
+pub fn read_cgroup(mounts: &Mounts, slice: &str, unit: &str) -> Option<CgroupSample> {
     let path = format!("{}/{unit}", slice_cgroup_path(slice));
-    let cg = Cgroup::load(hierarchies::auto(), path.trim_start_matches('/'));
+    let cg = Cgroup::load(Box::new(mounts.clone()), path.trim_start_matches('/'));
     if !cg.exists() {
         return None;
     }
@@ -185,11 +227,12 @@ pub struct PodRef<'a> {
 
 /// The Linux part of a pod's stats; None when its cgroup is gone.
 pub fn linux_stats(
+    mounts: &Mounts,
     pod: &PodRef<'_>,
     rates: &CpuRates,
     timestamp: i64,
 ) -> Option<cri::LinuxPodSandboxStats> {
-    let s = read_cgroup(pod.slice, pod.unit)?;
+    let s = read_cgroup(mounts, pod.slice, pod.unit)?;
     let working_set = s.working_set();
     Some(cri::LinuxPodSandboxStats {
         cpu: Some(cri::CpuUsage {

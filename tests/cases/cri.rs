@@ -125,6 +125,18 @@ async fn list(
     .collect()
 }
 
+async fn pod_stats(
+    c: &mut RuntimeServiceClient<Channel>,
+    id: &str,
+) -> Result<cri::PodSandboxStats, tonic::Status> {
+    let r = c
+        .pod_sandbox_stats(cri::PodSandboxStatsRequest {
+            pod_sandbox_id: id.into(),
+        })
+        .await?;
+    Ok(r.into_inner().stats.expect("stats in a successful answer"))
+}
+
 async fn stop(c: &mut RuntimeServiceClient<Channel>, id: &str) -> Result<(), tonic::Status> {
     c.stop_pod_sandbox(cri::StopPodSandboxRequest {
         pod_sandbox_id: id.into(),
@@ -281,15 +293,7 @@ async fn cri_pod_lifecycle_in_kubelet_order() {
         worker.trim()
     ));
     std::thread::sleep(Duration::from_millis(2500));
-    let stats = c
-        .pod_sandbox_stats(cri::PodSandboxStatsRequest {
-            pod_sandbox_id: id.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .stats
-        .unwrap();
+    let stats = pod_stats(&mut c, &id).await.unwrap();
     assert_eq!(stats.attributes.as_ref().unwrap().id, id);
     let linux = stats.linux.unwrap();
     let cpu = linux.cpu.unwrap();
@@ -330,12 +334,7 @@ async fn cri_pod_lifecycle_in_kubelet_order() {
             .await
             .contains(&id)
     );
-    let e = c
-        .pod_sandbox_stats(cri::PodSandboxStatsRequest {
-            pod_sandbox_id: id.clone(),
-        })
-        .await
-        .unwrap_err();
+    let e = pod_stats(&mut c, &id).await.unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
     stop(&mut c, &id).await.unwrap();
     remove(&mut c, &id).await.unwrap();
@@ -366,15 +365,7 @@ async fn cri_host_network_pod_has_no_address_and_no_namespace() {
     let ns = s.linux.unwrap().namespaces.unwrap().options.unwrap();
     assert_eq!(ns.network, cri::NamespaceMode::Node as i32);
     assert!(!Path::new(&format!("/run/netns/podscope-{id}")).exists());
-    let stats = c
-        .pod_sandbox_stats(cri::PodSandboxStatsRequest {
-            pod_sandbox_id: id.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .stats
-        .unwrap();
+    let stats = pod_stats(&mut c, &id).await.unwrap();
     let linux = stats.linux.unwrap();
     assert!(
         linux.network.is_none(),
@@ -453,12 +444,7 @@ async fn cri_errors_map_to_grpc_codes() {
     assert!(msg.contains(&id), "{msg}");
 
     // FAILED_PRECONDITION: stats of a stopped pod.
-    let (code, _) = code_of(
-        c.pod_sandbox_stats(cri::PodSandboxStatsRequest {
-            pod_sandbox_id: id.clone(),
-        })
-        .await,
-    );
+    let (code, _) = code_of(pod_stats(&mut c, &id).await);
     assert_eq!(code, Code::FailedPrecondition);
     remove(&mut c, &id).await.unwrap();
 
