@@ -7,22 +7,39 @@
 #   make demo       a pod created, inspected with systemctl/busctl, stopped, removed
 #   make bench      the performance table
 
+# A directory the system's own packages name in their pkg-config files (so
+# the daemons that read it find our files), else the usual default.
+pkgvar = $(or $(shell pkg-config --variable=$(2) $(1) 2>/dev/null),$(3))
+
 PREFIX      ?= /usr
 BINDIR      ?= $(PREFIX)/bin
 LIBEXECDIR  ?= $(PREFIX)/libexec
 DATADIR     ?= $(PREFIX)/share
+MANDIR      ?= $(DATADIR)/man
+DOCDIR      ?= $(DATADIR)/doc/podscope
 SYSCONFDIR  ?= /etc
-UNITDIR     ?= $(shell pkg-config --variable=systemdsystemunitdir systemd 2>/dev/null || echo /lib/systemd/system)
-DBUSDIR     ?= $(DATADIR)/dbus-1
-POLKITDIR   ?= $(DATADIR)/polkit-1/actions
+UNITDIR     ?= $(call pkgvar,systemd,systemdsystemunitdir,/lib/systemd/system)
+DBUSDIR     ?= $(call pkgvar,dbus-1,datadir,$(DATADIR))/dbus-1
+POLKITDIR   ?= $(call pkgvar,polkit-gobject-1,actiondir,$(DATADIR)/polkit-1/actions)
+BASHCOMPDIR ?= $(call pkgvar,bash-completion,completionsdir,$(DATADIR)/bash-completion/completions)
+ZSHCOMPDIR  ?= $(DATADIR)/zsh/vendor-completions
+FISHCOMPDIR ?= $(DATADIR)/fish/vendor_completions.d
 PKGLIBEXEC  := $(LIBEXECDIR)/podscope
 CARGO       ?= cargo
 RELEASE     := target/release
 INSTALL     ?= install
+VERSION     := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
 
 BINARIES := podscoped podscopectl podscope-init podscope-netns podscope-cri podscope-bench
+DAEMONS  := podscoped podscope-init podscope-netns podscope-cri
+# Units that name a binary: installed with its real path substituted.
+EXEC_UNITS := podscoped.service podscope-netns@.service podscope-cri.service
+PLAIN_UNITS := podscope.slice podscope-cri.socket
+MAN1 := man/podscopectl.1
+MAN5 := man/podscope.toml.5
+MAN8 := man/podscoped.8 man/podscope-cri.8
 
-.PHONY: all build install uninstall deps check lint unit integration demo bench clean
+.PHONY: all build install uninstall deps check lint unit integration packaging demo bench deb rpm clean
 
 all: build
 
@@ -30,34 +47,48 @@ build:
 	$(CARGO) build --release --locked --bins
 
 install:
-	@for b in podscoped podscopectl podscope-init podscope-netns podscope-cri; do \
+	@for b in podscopectl $(DAEMONS); do \
 	  test -x $(RELEASE)/$$b || { echo "$(RELEASE)/$$b missing: run 'make' first" >&2; exit 1; }; done
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGLIBEXEC) $(DESTDIR)$(UNITDIR) \
 	  $(DESTDIR)$(DBUSDIR)/system.d $(DESTDIR)$(DBUSDIR)/system-services $(DESTDIR)$(DBUSDIR)/interfaces \
-	  $(DESTDIR)$(POLKITDIR) $(DESTDIR)$(SYSCONFDIR)/podscope $(DESTDIR)$(DATADIR)/doc/podscope
+	  $(DESTDIR)$(POLKITDIR) $(DESTDIR)$(SYSCONFDIR)/podscope $(DESTDIR)$(DOCDIR) \
+	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
+	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
 	$(INSTALL) -m 0755 $(RELEASE)/podscopectl $(DESTDIR)$(BINDIR)/podscopectl
-	$(INSTALL) -m 0755 $(RELEASE)/podscoped $(RELEASE)/podscope-init $(RELEASE)/podscope-netns $(RELEASE)/podscope-cri $(DESTDIR)$(PKGLIBEXEC)/
-	sed 's|/usr/libexec/podscope|$(PKGLIBEXEC)|g' units/podscoped.service > $(DESTDIR)$(UNITDIR)/podscoped.service
-	sed 's|/usr/libexec/podscope|$(PKGLIBEXEC)|g' units/podscope-netns@.service > $(DESTDIR)$(UNITDIR)/podscope-netns@.service
-	sed 's|/usr/libexec/podscope|$(PKGLIBEXEC)|g' units/podscope-cri.service > $(DESTDIR)$(UNITDIR)/podscope-cri.service
-	$(INSTALL) -m 0644 units/podscope.slice units/podscope-cri.socket $(DESTDIR)$(UNITDIR)/
+	$(INSTALL) -m 0755 $(addprefix $(RELEASE)/,$(DAEMONS)) $(DESTDIR)$(PKGLIBEXEC)/
+	for u in $(EXEC_UNITS); do \
+	  sed 's|/usr/libexec/podscope|$(PKGLIBEXEC)|g' units/$$u > $(DESTDIR)$(UNITDIR)/$$u && \
+	  chmod 0644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; done
+	$(INSTALL) -m 0644 $(addprefix units/,$(PLAIN_UNITS)) $(DESTDIR)$(UNITDIR)/
 	$(INSTALL) -m 0644 dbus/org.podscope.Sandbox1.conf $(DESTDIR)$(DBUSDIR)/system.d/
 	$(INSTALL) -m 0644 dbus/org.podscope.Sandbox1.service $(DESTDIR)$(DBUSDIR)/system-services/
 	$(INSTALL) -m 0644 dbus/org.podscope.Sandbox1.xml $(DESTDIR)$(DBUSDIR)/interfaces/
 	$(INSTALL) -m 0644 polkit/org.podscope.Sandbox1.policy $(DESTDIR)$(POLKITDIR)/
+	# The config is the admin's once installed: never overwritten here (the
+	# packages mark it as a conffile).
 	test -e $(DESTDIR)$(SYSCONFDIR)/podscope/podscope.toml || \
 	  $(INSTALL) -m 0644 packaging/podscope.toml $(DESTDIR)$(SYSCONFDIR)/podscope/podscope.toml
-	$(INSTALL) -m 0644 README.md docs/ARCHITECTURE.md polkit/50-podscope.rules.example $(DESTDIR)$(DATADIR)/doc/podscope/
+	$(INSTALL) -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
+	$(INSTALL) -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
+	$(INSTALL) -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
+	$(INSTALL) -m 0644 completions/podscopectl.bash $(DESTDIR)$(BASHCOMPDIR)/podscopectl
+	$(INSTALL) -m 0644 completions/_podscopectl $(DESTDIR)$(ZSHCOMPDIR)/_podscopectl
+	$(INSTALL) -m 0644 completions/podscopectl.fish $(DESTDIR)$(FISHCOMPDIR)/podscopectl.fish
+	$(INSTALL) -m 0644 README.md docs/ARCHITECTURE.md docs/PACKAGING.md polkit/50-podscope.rules.example \
+	  $(DESTDIR)$(DOCDIR)/
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/podscopectl $(DESTDIR)$(UNITDIR)/podscoped.service $(DESTDIR)$(UNITDIR)/podscope.slice \
-	  $(DESTDIR)$(UNITDIR)/podscope-netns@.service \
-	  $(DESTDIR)$(UNITDIR)/podscope-cri.service $(DESTDIR)$(UNITDIR)/podscope-cri.socket \
+	rm -f $(DESTDIR)$(BINDIR)/podscopectl $(addprefix $(DESTDIR)$(UNITDIR)/,$(EXEC_UNITS) $(PLAIN_UNITS)) \
 	  $(DESTDIR)$(DBUSDIR)/system.d/org.podscope.Sandbox1.conf \
 	  $(DESTDIR)$(DBUSDIR)/system-services/org.podscope.Sandbox1.service \
 	  $(DESTDIR)$(DBUSDIR)/interfaces/org.podscope.Sandbox1.xml \
-	  $(DESTDIR)$(POLKITDIR)/org.podscope.Sandbox1.policy
-	rm -rf $(DESTDIR)$(PKGLIBEXEC) $(DESTDIR)$(DATADIR)/doc/podscope
+	  $(DESTDIR)$(POLKITDIR)/org.podscope.Sandbox1.policy \
+	  $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
+	  $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5))) \
+	  $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8))) \
+	  $(DESTDIR)$(BASHCOMPDIR)/podscopectl $(DESTDIR)$(ZSHCOMPDIR)/_podscopectl \
+	  $(DESTDIR)$(FISHCOMPDIR)/podscopectl.fish
+	rm -rf $(DESTDIR)$(PKGLIBEXEC) $(DESTDIR)$(DOCDIR)
 
 # Debian packages the build and the tests need (idempotent).
 deps:
@@ -75,13 +106,31 @@ unit: deps
 integration: deps build
 	tests/harness/run-integration.sh
 
-check: lint unit integration
+check: lint unit integration packaging
+
+# The packages, built as `make deb` / `make rpm` do, then installed,
+# upgraded under a running pod and purged inside a harness where podscope
+# is not otherwise installed.
+packaging: deps build
+	packaging/build-deb.sh
+	DEB_OUT=target/deb-newer DEB_VERSION=$(VERSION)+test1 LINTIAN=no packaging/build-deb.sh
+	packaging/build-rpm.sh
+	tests/harness/harness.sh run-bare tests/packaging/test-packages.sh \
+	  target/deb/podscope_$(VERSION)_*.deb target/deb-newer/podscope_$(VERSION)+test1_*.deb \
+	  target/rpm/RPMS/*/podscope-$(VERSION)-*.rpm
 
 demo: deps build
 	tests/harness/harness.sh run tests/harness/demo.sh
 
 bench: deps build
 	tests/harness/harness.sh run $(RELEASE)/podscope-bench
+
+# Binary packages, built from packaging/ into target/deb and target/rpm.
+deb: deps build
+	packaging/build-deb.sh
+
+rpm: deps build
+	packaging/build-rpm.sh
 
 clean:
 	$(CARGO) clean

@@ -8,7 +8,8 @@ use zbus::zvariant::Value;
 const USAGE: &str = "usage: podscopectl COMMAND [ARGS]
 
 Commands:
-  list [--state STATE] [--label K=V]...   list sandboxes
+  list [--state STATE] [--label K=V]... [-q|--quiet]
+                                          list sandboxes (-q: full ids only)
   status ID                               show one sandbox (ID or unique prefix)
   create NAME [OPTIONS]                   create a sandbox, print its id
       --namespace NS (default: default)  --uid UID (default: random)
@@ -140,6 +141,7 @@ fn kv(arg: &str, flag: &str) -> Result<(String, String), Fail> {
 async fn list(m: &ManagerProxy<'_>, args: &[String]) -> Result<(), Fail> {
     let mut filter: HashMap<&str, Value<'_>> = HashMap::new();
     let mut labels = HashMap::new();
+    let mut quiet = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || {
@@ -155,6 +157,7 @@ async fn list(m: &ManagerProxy<'_>, args: &[String]) -> Result<(), Fail> {
                 let (k, v) = kv(&val()?, "--label")?;
                 labels.insert(k, v);
             }
+            "-q" | "--quiet" => quiet = true,
             other => return Err(Fail(format!("list: unknown option {other:?}"))),
         }
     }
@@ -163,6 +166,12 @@ async fn list(m: &ManagerProxy<'_>, args: &[String]) -> Result<(), Fail> {
     }
     let mut sandboxes = m.list(filter).await?;
     sandboxes.sort_by_key(|d| dict_u64(d, "created_at"));
+    if quiet {
+        for d in &sandboxes {
+            println!("{}", dict_str(d, "id"));
+        }
+        return Ok(());
+    }
     if sandboxes.is_empty() {
         println!("No sandboxes.");
         return Ok(());

@@ -6,6 +6,9 @@
 #
 #   harness.sh run CMD [ARGS...]   boot, install, run CMD inside (cwd = repo),
 #                                  shut down; exit with CMD's status
+#   harness.sh run-bare CMD [ARGS...]
+#                                  the same without installing podscope (the
+#                                  package tests install the .deb themselves)
 #
 # Fails loudly (non-zero, with the boot log) when systemd does not come up.
 set -euo pipefail
@@ -66,12 +69,16 @@ install_project() {
     # As a package's preset would: kubelet's endpoint is socket-activated.
     inside systemctl start podscope-cri.socket
     inside busctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus ReloadConfig
-    # The pod network for tests and the demo: real plugins from Debian's
-    # containernetworking-plugins, on a bridge inside the harness's own
-    # network namespace (never the machine's).
+    say "podscope installed with 'make install PREFIX=/usr'"
+}
+
+# The pod network for tests and the demo: real plugins from Debian's
+# containernetworking-plugins, on a bridge inside the harness's own network
+# namespace (never the machine's).
+install_cni_network() {
     inside sh -c "mkdir -p /etc/cni/net.d && rm -f /etc/cni/net.d/* && \
         cp '$REPO/tests/harness/cni/10-podscope-test.conflist' /etc/cni/net.d/"
-    say "podscope installed with 'make install PREFIX=/usr'; CNI network podscope-test in /etc/cni/net.d"
+    say "CNI network podscope-test in /etc/cni/net.d"
 }
 
 shutdown() {
@@ -104,13 +111,15 @@ cleanup() {
 }
 
 case ${1:-} in
-    run)
+    run|run-bare)
+        mode=$1
         shift
-        [[ $# -gt 0 ]] || fail "usage: harness.sh run CMD [ARGS...]"
+        [[ $# -gt 0 ]] || fail "usage: harness.sh $mode CMD [ARGS...]"
         trap cleanup EXIT
         trap 'exit 130' INT TERM
         boot
-        install_project
+        if [[ $mode == run ]]; then install_project; fi
+        install_cni_network
         set +e
         inside env -C "$REPO" "$@"
         rc=$?
@@ -122,7 +131,7 @@ case ${1:-} in
         exit "$rc"
         ;;
     *)
-        echo "usage: harness.sh run CMD [ARGS...]" >&2
+        echo "usage: harness.sh run|run-bare CMD [ARGS...]" >&2
         exit 2
         ;;
 esac

@@ -5,7 +5,8 @@ set -euo pipefail
 PKGS=(systemd dbus dbus-daemon polkitd iproute2 util-linux pkg-config procps
       containernetworking-plugins iptables
       protobuf-compiler  # protoc, for the CRI bindings (k8s-cri)
-      python3-minimal)   # a worker process in the CRI stats test
+      python3-minimal    # a worker process in the CRI stats test
+      debhelper lintian rpm)  # make deb, make rpm (rpmbuild) and their tests
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -1,0 +1,26 @@
+# fish completion for podscopectl(1)
+
+function __podscopectl_ids
+    podscopectl list --quiet 2>/dev/null | string sub --length 12
+end
+
+set -l cmds list status create start stop rm info
+complete -c podscopectl -f
+complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a list -d 'list sandboxes'
+complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a status -d 'show one sandbox'
+complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a create -d 'create a sandbox'
+complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a start -d 'start sandboxes'
+complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a stop -d 'stop sandboxes'
+complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a rm -d 'remove sandboxes'
+complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a info -d 'runtime version and readiness'
+complete -c podscopectl -n "__fish_seen_subcommand_from status start stop rm" -a '(__podscopectl_ids)'
+complete -c podscopectl -n "__fish_seen_subcommand_from list" -l state -x -a 'created ready notready'
+complete -c podscopectl -n "__fish_seen_subcommand_from list" -l label -x
+complete -c podscopectl -n "__fish_seen_subcommand_from list" -s q -l quiet -d 'full ids only'
+for opt in namespace uid attempt hostname label annotation cgroup-parent runtime-handler memory cpu-quota cpu-period cpu-shares pids-limit port dns-server dns-search dns-option sysctl
+    complete -c podscopectl -n "__fish_seen_subcommand_from create" -l $opt -x
+end
+complete -c podscopectl -n "__fish_seen_subcommand_from create" -l pid-namespace -x -a 'pod container node'
+complete -c podscopectl -n "__fish_seen_subcommand_from create" -l log-directory -r -a '(__fish_complete_directories)'
+complete -c podscopectl -n "__fish_seen_subcommand_from create" -l host-network
+complete -c podscopectl -n "__fish_seen_subcommand_from create" -l start
