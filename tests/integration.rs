@@ -3,6 +3,8 @@
 //! installed by `make install`. Each test makes its own uniquely named
 //! sandboxes; tests that restart the daemon leave it running.
 
+#[path = "cases/authorization.rs"]
+mod authorization;
 mod common;
 #[path = "cases/cri.rs"]
 mod cri;

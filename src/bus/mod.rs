@@ -96,8 +96,22 @@ impl Service {
         }
     }
 
+    /// polkit check for `verb` on the sandbox `id` (as the caller wrote it;
+    /// an unknown id is checked all the same, the lookup fails afterwards).
+    /// Rules see the details: `verb`, `sandbox` (namespace/name) and
+    /// `sandbox_id`, so a site may grant a group one namespace only.
     async fn authorize(&self, hdr: &Header<'_>, verb: &str, id: &str) -> Result<()> {
-        self.auth.check(hdr, verb, &[("sandbox", id)]).await
+        let pod = self
+            .lifecycle
+            .resolve(id)
+            .map(|e| e.with(|sb| format!("{}/{}", sb.config.namespace, sb.config.name)))
+            .unwrap_or_else(|_| id.to_owned());
+        self.authorize_pod(hdr, verb, &pod, id).await
+    }
+
+    async fn authorize_pod(&self, hdr: &Header<'_>, verb: &str, pod: &str, id: &str) -> Result<()> {
+        let details = [("verb", verb), ("sandbox", pod), ("sandbox_id", id)];
+        self.auth.check(hdr, verb, &details).await
     }
 
     pub async fn create(
@@ -109,7 +123,7 @@ impl Service {
         attempt: u32,
         options: Dict,
     ) -> Result<(String, OwnedObjectPath), BusError> {
-        self.authorize(hdr, "Create", &format!("{namespace}/{name}"))
+        self.authorize_pod(hdr, "Create", &format!("{namespace}/{name}"), "")
             .await?;
         let config = options::config_from_options(name, namespace, uid, attempt, &options)?;
         let this = self.clone();

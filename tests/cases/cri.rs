@@ -38,7 +38,7 @@ fn pod_config(name: &str, host_network: bool) -> cri::PodSandboxConfig {
             attempt: 0,
         }),
         hostname: name.into(),
-        log_directory: format!("/run/podscope-test/logs/{name}"),
+        log_directory: format!("/var/log/pods/cri-test_{name}_uid-{name}"),
         dns_config: Some(cri::DnsConfig {
             servers: vec!["10.96.0.10".into()],
             searches: vec!["cri-test.svc.cluster.local".into()],
@@ -234,7 +234,7 @@ async fn cri_runtime_answers_version_status_config_and_image_fs() {
 async fn cri_pod_lifecycle_in_kubelet_order() {
     let mut c = runtime().await;
     let name = uniq("cri-life");
-    let log_dir = format!("/run/podscope-test/logs/{name}");
+    let log_dir = format!("/var/log/pods/cri-test_{name}_uid-{name}");
     assert!(!Path::new(&log_dir).exists());
     let t0 = now_ns();
     let id = run(&mut c, &name, false).await;

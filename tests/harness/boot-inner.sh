@@ -22,5 +22,10 @@ cd "$N"
 mkdir -p oldroot
 pivot_root . oldroot
 umount -l /oldroot
+# systemd makes / shared when it boots a machine, but not in a container
+# (which it takes this for): do it here, so that mounts made later (a pod's
+# netns pinned under /run/netns) propagate into services' mount namespaces
+# (podscoped's ProtectSystem=) as they do on a node.
+mount --make-rshared /
 exec env container=podscope-test /lib/systemd/systemd --system --unit=basic.target \
     --log-target=console --log-level=notice

@@ -1,0 +1,198 @@
+//! Who may do what: polkit on the mutating methods (real polkitd), the bus
+//! policy in front of them (real dbus-daemon), and polkitd going away.
+
+use crate::common::*;
+use podscope::client::dict_str;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Run a shell command as `nobody`, with no supplementary groups.
+fn as_nobody(cmd: &str) -> (i32, String, String) {
+    sh_out(&format!(
+        "setpriv --reuid=nobody --regid=nogroup --clear-groups {cmd}"
+    ))
+}
+
+/// dbus-send prints the error name and the bus's own message, which busctl
+/// replaces by "Access denied".
+fn send_as_nobody(dest: &str, path: &str, member: &str, args: &str) -> (i32, String, String) {
+    as_nobody(&format!(
+        "dbus-send --system --print-reply --dest={dest} {path} {member} {args}"
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn polkitd_gone_denies_non_root_callers_saying_why_and_root_still_works() {
+    let (m, _) = manager().await;
+    let id = create_started(&m, "nopolkit", HashMap::new()).await;
+    // Put polkitd back even when an assertion fails.
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            sh_status("systemctl unmask --runtime polkit.service; systemctl start polkit.service");
+        }
+    }
+    let _restore = Restore;
+    sh("systemctl mask --runtime polkit.service && systemctl stop polkit.service");
+
+    let (rc, _, err) = as_nobody(&format!("podscopectl stop {id}"));
+    assert_ne!(rc, 0, "a non-root Stop without polkitd succeeded");
+    assert!(
+        err.contains("Stop denied") && err.contains("polkit is unavailable"),
+        "the denial says why: {err}"
+    );
+    assert_eq!(dict_str(&m.status(&id).await.unwrap(), "state"), "ready");
+    let (rc, out, err) = as_nobody(&format!("podscopectl status {id}"));
+    assert_eq!(rc, 0, "reading needs no polkit: {err}");
+    assert!(out.contains("ready"), "{out}");
+
+    // Root does not depend on polkitd.
+    m.stop(&id).await.unwrap();
+    assert_eq!(dict_str(&m.status(&id).await.unwrap(), "state"), "notready");
+
+    // polkitd back: the same caller gets polkit's own answer again.
+    sh("systemctl unmask --runtime polkit.service && systemctl start polkit.service");
+    let (rc, _, err) = as_nobody(&format!("podscopectl rm {id}"));
+    assert_ne!(rc, 0);
+    assert!(
+        err.contains("not authorized for org.podscope.Sandbox1.manage"),
+        "{err}"
+    );
+    m.remove(&id).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_bus_policy_lets_anyone_call_only_what_podscoped_exports() {
+    let (m, _) = manager().await;
+    let id = create_started(&m, "buspolicy", HashMap::new()).await;
+    let dest = "org.podscope.Sandbox1";
+    let root = "/org/podscope/Sandbox1";
+    let pod = format!("/org/podscope/Sandbox1/sandbox/{id}");
+
+    // Exported and open: methods, properties, introspection, ObjectManager.
+    for (path, member, args) in [
+        (root, "org.podscope.Sandbox1.Manager.Version", String::new()),
+        (
+            root,
+            "org.podscope.Sandbox1.Manager.Status",
+            format!("string:{id}"),
+        ),
+        (
+            root,
+            "org.freedesktop.DBus.Introspectable.Introspect",
+            String::new(),
+        ),
+        (
+            root,
+            "org.freedesktop.DBus.ObjectManager.GetManagedObjects",
+            String::new(),
+        ),
+        (
+            pod.as_str(),
+            "org.freedesktop.DBus.Properties.Get",
+            "string:org.podscope.Sandbox1.Sandbox string:State".into(),
+        ),
+    ] {
+        let (rc, out, err) = send_as_nobody(dest, path, member, &args);
+        assert_eq!(rc, 0, "{member} as nobody: {err}");
+        assert!(!out.is_empty(), "{member}");
+    }
+
+    // Not exported: refused by dbus-daemon itself, before podscoped.
+    for (path, member, args) in [
+        (
+            pod.as_str(),
+            "org.freedesktop.DBus.Properties.Set",
+            "string:org.podscope.Sandbox1.Sandbox string:State variant:string:ready",
+        ),
+        (root, "org.podscope.Sandbox1.Evil.Do", ""),
+        (root, "org.freedesktop.DBus.Debug.Stats.GetStats", ""),
+    ] {
+        let (rc, _, err) = send_as_nobody(dest, path, member, args);
+        assert_ne!(rc, 0, "{member} as nobody went through");
+        assert!(
+            err.contains("org.freedesktop.DBus.Error.AccessDenied")
+                && err.contains("Rejected send message"),
+            "{member}: the bus refuses it: {err}"
+        );
+    }
+
+    // Only root may own the name.
+    let (rc, _, err) = send_as_nobody(
+        "org.freedesktop.DBus",
+        "/org/freedesktop/DBus",
+        "org.freedesktop.DBus.RequestName",
+        "string:org.podscope.Sandbox1 uint32:0",
+    );
+    assert_ne!(rc, 0, "nobody took the name");
+    assert!(
+        err.contains("AccessDenied") && err.contains("not allowed to own"),
+        "{err}"
+    );
+
+    // A mutating method reaches podscoped, whose polkit check refuses it:
+    // the error is AccessDenied from the daemon, not the bus.
+    let (rc, _, err) = send_as_nobody(
+        dest,
+        root,
+        "org.podscope.Sandbox1.Manager.Stop",
+        &format!("string:{id}"),
+    );
+    assert_ne!(rc, 0);
+    assert!(
+        err.contains("org.freedesktop.DBus.Error.AccessDenied")
+            && err.contains("not authorized for org.podscope.Sandbox1.manage"),
+        "{err}"
+    );
+    assert_eq!(dict_str(&m.status(&id).await.unwrap(), "state"), "ready");
+    m.remove(&id).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn polkit_rules_see_which_pod_a_call_is_about() {
+    // The narrower example of polkit/50-podscope.rules.example, for nobody:
+    // one Kubernetes namespace only, decided from the call's details.
+    const RULE: &str = "/etc/polkit-1/rules.d/40-podscope-test.rules";
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(RULE);
+        }
+    }
+    let _restore = Restore;
+    std::fs::write(
+        RULE,
+        r#"polkit.addRule(function(action, subject) {
+    if (action.id == "org.podscope.Sandbox1.manage" && subject.user == "nobody" &&
+        action.lookup("sandbox").indexOf("polkit-ns/") == 0 &&
+        (action.lookup("verb") == "Create" || action.lookup("sandbox_id") != "")) {
+        return polkit.Result.YES;
+    }
+});
+"#,
+    )
+    .unwrap();
+    // polkitd picks rules up by itself; poll until this one answers.
+    let name = uniq("scoped");
+    let mut created = (1, String::new(), String::new());
+    wait_until(Duration::from_secs(15), || {
+        created = as_nobody(&format!(
+            "podscopectl create {name} --namespace polkit-ns --host-network --start"
+        ));
+        created.0 == 0
+    });
+    assert_eq!(created.0, 0, "allowed in polkit-ns: {}", created.2);
+    let id = created.1.trim().to_owned();
+
+    let (rc, _, err) = as_nobody("podscopectl create other --namespace default --host-network");
+    assert_ne!(rc, 0, "nobody created a pod outside polkit-ns");
+    assert!(err.contains("not authorized"), "{err}");
+
+    // Stop and Remove name the pod by id; the daemon tells polkit which pod.
+    let (rc, _, err) = as_nobody(&format!("podscopectl stop {}", &id[..12]));
+    assert_eq!(rc, 0, "stop in polkit-ns: {err}");
+    let (rc, _, err) = as_nobody(&format!("podscopectl rm {id}"));
+    assert_eq!(rc, 0, "rm in polkit-ns: {err}");
+    let (m, _) = manager().await;
+    assert!(m.status(&id).await.is_err(), "removed");
+}
