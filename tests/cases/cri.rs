@@ -12,6 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 use tonic::Code;
+use zbus::zvariant::Value;
 
 const SOCKET: &str = "/run/podscope/cri.sock";
 
@@ -210,6 +211,19 @@ async fn cri_runtime_answers_version_status_config_and_image_fs() {
         cri::CgroupDriver::Systemd as i32
     );
 
+    // A checkpoint on disk, so the state directory has bytes to count (on
+    // tmpfs, as in the harness, empty directories count none).
+    let (m, _) = manager().await;
+    let (held, _) = m
+        .create(
+            &uniq("cri-fs"),
+            "cri-test",
+            "u",
+            0,
+            opts(&[("network", Value::from("host"))]),
+        )
+        .await
+        .unwrap();
     let fs = img
         .image_fs_info(cri::ImageFsInfoRequest {})
         .await
@@ -228,6 +242,7 @@ async fn cri_runtime_answers_version_status_config_and_image_fs() {
         "{used} vs du {du}"
     );
     assert!(u.inodes_used.unwrap().value >= 2);
+    m.remove(&held).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
