@@ -13,11 +13,13 @@ _podscopectl() {
         cword=$COMP_CWORD
     }
     local commands="list status create start stop rm info help"
-    if ((cword == 1)); then
-        COMPREPLY=($(compgen -W "$commands" -- "$cur"))
+    local c=1
+    [[ ${words[1]} == --no-ask-password ]] && c=2
+    if ((cword == c)); then
+        COMPREPLY=($(compgen -W "$commands --no-ask-password" -- "$cur"))
         return
     fi
-    case ${words[1]} in
+    case ${words[c]} in
         list)
             case $prev in
                 --state) COMPREPLY=($(compgen -W "created ready notready" -- "$cur")); return;;
@@ -26,7 +28,7 @@ _podscopectl() {
             COMPREPLY=($(compgen -W "--state --label --quiet" -- "$cur"))
             ;;
         status)
-            ((cword == 2)) && COMPREPLY=($(compgen -W "$(_podscopectl_ids)" -- "$cur"))
+            ((cword == c + 1)) && COMPREPLY=($(compgen -W "$(_podscopectl_ids)" -- "$cur"))
             ;;
         start|stop|rm|remove)
             COMPREPLY=($(compgen -W "$(_podscopectl_ids)" -- "$cur"))

@@ -1,11 +1,13 @@
 //! podscopectl: inspect and drive podscope sandboxes (machinectl-like).
 
+use enumflags2::BitFlags;
 use podscope::client::{classify, dict_map, dict_str, dict_strs, dict_u64, Dict, ManagerProxy};
 use std::collections::HashMap;
 use std::process::ExitCode;
-use zbus::zvariant::Value;
+use zbus::proxy::MethodFlags;
+use zbus::zvariant::{OwnedObjectPath, Value};
 
-const USAGE: &str = "usage: podscopectl COMMAND [ARGS]
+const USAGE: &str = "usage: podscopectl [--no-ask-password] COMMAND [ARGS]
 
 Commands:
   list [--state STATE] [--label K=V]... [-q|--quiet]
@@ -20,7 +22,10 @@ Commands:
       --dns-server IP  --dns-search DOMAIN  --dns-option OPT  --sysctl K=V
       --start (start it too)
   start ID...    stop ID...    rm ID...
-  info                                    runtime version and readiness";
+  info                                    runtime version and readiness
+
+Create, start, stop and rm let polkit ask for a password (through an
+authentication agent) unless --no-ask-password is given.";
 
 struct Fail(String);
 
@@ -54,6 +59,28 @@ fn main() -> ExitCode {
     }
 }
 
+/// The mutating calls, with ALLOW_INTERACTIVE_AUTHORIZATION unless
+/// --no-ask-password (as systemctl and machinectl do): polkit may then have
+/// an authentication agent ask for a password instead of refusing.
+struct Mutate<'a> {
+    m: &'a ManagerProxy<'a>,
+    flags: BitFlags<MethodFlags>,
+}
+
+impl Mutate<'_> {
+    async fn call<B, R>(&self, method: &str, body: &B) -> Result<R, Fail>
+    where
+        B: serde::Serialize + zbus::zvariant::DynamicType,
+        R: for<'d> zbus::zvariant::DynamicDeserialize<'d>,
+    {
+        self.m
+            .inner()
+            .call_with_flags(method, self.flags, body)
+            .await?
+            .ok_or_else(|| Fail(format!("{method}: no reply")))
+    }
+}
+
 async fn run(args: Vec<String>) -> Result<(), Fail> {
     // Longer than any daemon-side step timeout, so the daemon's own error
     // arrives first.
@@ -61,7 +88,22 @@ async fn run(args: Vec<String>) -> Result<(), Fail> {
         .await
         .map_err(|e| Fail(format!("cannot connect to the system bus: {e}")))?;
     let m = ManagerProxy::new(&conn).await?;
-    let (cmd, rest) = (args[0].as_str(), &args[1..]);
+    let (ask_password, args) = match args.first().map(String::as_str) {
+        Some("--no-ask-password") => (false, &args[1..]),
+        _ => (true, &args[..]),
+    };
+    let Some(cmd) = args.first().map(String::as_str) else {
+        return Err(Fail(USAGE.into()));
+    };
+    let rest = &args[1..];
+    let mutate = Mutate {
+        m: &m,
+        flags: if ask_password {
+            MethodFlags::AllowInteractiveAuth.into()
+        } else {
+            BitFlags::empty()
+        },
+    };
     match cmd {
         "list" => list(&m, rest).await,
         "status" => {
@@ -70,17 +112,18 @@ async fn run(args: Vec<String>) -> Result<(), Fail> {
             };
             status(&m, id).await
         }
-        "create" => create(&m, rest).await,
+        "create" => create(&mutate, rest).await,
         "start" | "stop" | "rm" | "remove" => {
             if rest.is_empty() {
                 return Err(Fail(format!("{cmd} needs at least one ID")));
             }
+            let method = match cmd {
+                "start" => "Start",
+                "stop" => "Stop",
+                _ => "Remove",
+            };
             for id in rest {
-                match cmd {
-                    "start" => m.start(id).await?,
-                    "stop" => m.stop(id).await?,
-                    _ => m.remove(id).await?,
-                }
+                mutate.call::<_, ()>(method, &(id.as_str(),)).await?;
             }
             Ok(())
         }
@@ -283,7 +326,7 @@ async fn status(m: &ManagerProxy<'_>, id: &str) -> Result<(), Fail> {
     Ok(())
 }
 
-async fn create(m: &ManagerProxy<'_>, args: &[String]) -> Result<(), Fail> {
+async fn create(m: &Mutate<'_>, args: &[String]) -> Result<(), Fail> {
     let Some((name, rest)) = args.split_first() else {
         return Err(Fail("create needs a NAME".into()));
     };
@@ -374,10 +417,14 @@ async fn create(m: &ManagerProxy<'_>, args: &[String]) -> Result<(), Fail> {
     if !sysctls.is_empty() {
         opts.insert("sysctls", sysctls.into());
     }
-    let (id, _) = m.create(name, &namespace, &uid, attempt, opts).await?;
+    let (id, _): (String, OwnedObjectPath) = m
+        .call(
+            "Create",
+            &(name, namespace.as_str(), uid.as_str(), attempt, opts),
+        )
+        .await?;
     if start {
-        if let Err(e) = m.start(&id).await {
-            let (_, msg) = classify(&e);
+        if let Err(Fail(msg)) = m.call::<_, ()>("Start", &(id.as_str(),)).await {
             return Err(Fail(format!("created {id} but start failed: {msg}")));
         }
     }

@@ -61,12 +61,12 @@ impl Authorizer {
             .get_or_try_init(|| AuthorityProxy::new(&self.conn))
             .await
             .map_err(|e| deny(format!("polkit is unavailable: {e}")))?;
-        let mut flags = BitFlags::empty();
-        if header
+        let interactive = header
             .primary()
             .flags()
-            .contains(Flags::AllowInteractiveAuth)
-        {
+            .contains(Flags::AllowInteractiveAuth);
+        let mut flags = BitFlags::empty();
+        if interactive {
             flags |= CheckAuthorizationFlags::AllowUserInteraction;
         }
         let details: HashMap<&str, &str> = details.iter().copied().collect();
@@ -76,6 +76,11 @@ impl Authorizer {
             .map_err(|e| deny(format!("polkit is unavailable: {e}")))?;
         if result.is_authorized {
             Ok(())
+        } else if result.is_challenge && interactive {
+            // polkit found no agent to ask, or the user dismissed it.
+            Err(deny(format!(
+                "{ACTION_MANAGE} requires authentication and no authentication agent completed it"
+            )))
         } else if result.is_challenge {
             Err(deny(format!("{ACTION_MANAGE} requires authentication (call with interactive authorization allowed)")))
         } else {

@@ -196,3 +196,52 @@ async fn polkit_rules_see_which_pod_a_call_is_about() {
     let (m, _) = manager().await;
     assert!(m.status(&id).await.is_err(), "removed");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_callers_interactive_authorization_flag_reaches_polkit() {
+    // A rule that asks for authentication instead of answering yes or no.
+    const RULE: &str = "/etc/polkit-1/rules.d/40-podscope-challenge.rules";
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(RULE);
+        }
+    }
+    let _restore = Restore;
+    let (m, _) = manager().await;
+    let id = create_started(&m, "challenge", HashMap::new()).await;
+    std::fs::write(
+        RULE,
+        r#"polkit.addRule(function(action, subject) {
+    if (action.id == "org.podscope.Sandbox1.manage" && subject.user == "nobody") {
+        return polkit.Result.AUTH_ADMIN;
+    }
+});
+"#,
+    )
+    .unwrap();
+    // Without the flag: refused at once, saying how to get a prompt.
+    let mut out = (0, String::new(), String::new());
+    wait_until(Duration::from_secs(15), || {
+        out = as_nobody(&format!("podscopectl --no-ask-password stop {id}"));
+        out.2
+            .contains("requires authentication (call with interactive")
+    });
+    assert_ne!(out.0, 0);
+    assert!(
+        out.2
+            .contains("requires authentication (call with interactive"),
+        "{}",
+        out.2
+    );
+    // With it (podscopectl's default), polkit looks for an agent to ask;
+    // there is none for this caller, and the answer says so.
+    let (rc, _, err) = as_nobody(&format!("podscopectl stop {id}"));
+    assert_ne!(rc, 0);
+    assert!(
+        err.contains("requires authentication and no authentication agent completed it"),
+        "{err}"
+    );
+    assert_eq!(dict_str(&m.status(&id).await.unwrap(), "state"), "ready");
+    m.remove(&id).await.unwrap();
+}
