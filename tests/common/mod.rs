@@ -277,8 +277,10 @@ pub fn start_in_background_slowly(id: &str) {
 
 // ---- pod networking ----
 
-/// The fixture CNI plugin's directory (tests/fixtures/cni).
-pub const FIXTURE_BIN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/cni");
+/// Where the harness installs tests/fixtures/cni: podscoped cannot see the
+/// checkout (PrivateTmp=, ProtectHome= hide /tmp and /home, where CI and
+/// developers keep it), and its plugins run in its sandbox.
+pub const FIXTURE_BIN: &str = "/usr/local/lib/podscope-test/cni";
 /// Where the tests' own CNI conf dirs and fixture logs live.
 const CNI_TEST_ROOT: &str = "/run/podscope-test/cni";
 

@@ -69,7 +69,11 @@ install_project() {
     # As a package's preset would: kubelet's endpoint is socket-activated.
     inside systemctl start podscope-cri.socket
     inside busctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus ReloadConfig
-    say "podscope installed with 'make install PREFIX=/usr'"
+    # The fixture CNI plugin, where the sandboxed daemon can run it (it
+    # cannot see the checkout: PrivateTmp=/ProtectHome= hide /tmp and /home).
+    inside install -D -m 0755 "$REPO/tests/fixtures/cni/podscope-fixture" \
+        /usr/local/lib/podscope-test/cni/podscope-fixture
+    say "podscope installed with 'make install PREFIX=/usr'; fixture plugin in /usr/local/lib/podscope-test/cni"
 }
 
 # The pod network for tests and the demo: real plugins from Debian's
