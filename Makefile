@@ -3,9 +3,12 @@
 #   make            build release binaries
 #   make install    install (honours DESTDIR, PREFIX, LIBEXECDIR, UNITDIR, ...)
 #   make check      every test: fmt, clippy, unit tests, integration tests in a
-#                   private systemd (tests/harness), installing what it needs
+#                   private systemd (tests/harness), installing what it needs,
+#                   then the packages built, installed, upgraded and purged there
 #   make demo       a pod created, inspected with systemctl/busctl, stopped, removed
 #   make bench      the performance table
+#   make deb        target/deb/podscope_*.deb (packaging/debian), lintian-checked
+#   make rpm        target/rpm/RPMS/*/podscope-*.rpm (packaging/rpm/podscope.spec)
 
 # A directory the system's own packages name in their pkg-config files (so
 # the daemons that read it find our files), else the usual default.
