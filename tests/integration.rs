@@ -1207,11 +1207,7 @@ async fn a_failed_scope_job_is_reported_and_rolled_back() {
 async fn unprivileged_callers_may_read_but_not_manage() {
     let (m, _) = manager().await;
     let id = create_started(&m, "polkit", HashMap::new()).await;
-    let as_nobody = |args: &str| {
-        sh_out(&format!(
-            "setpriv --reuid=65534 --regid=65534 --clear-groups busctl {args}"
-        ))
-    };
+    let as_nobody = |args: &str| as_nobody(&format!("busctl {args}"));
     let (rc, _, err) = as_nobody(&format!(
         "call org.podscope.Sandbox1 /org/podscope/Sandbox1 org.podscope.Sandbox1.Manager Stop s {id}"
     ));

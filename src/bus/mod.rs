@@ -33,6 +33,16 @@ use zbus::Connection;
 pub const BUS_NAME: &str = "org.podscope.Sandbox1";
 pub const MANAGER_PATH: &str = "/org/podscope/Sandbox1";
 
+/// What polkit's rules see of a call: `verb`, `sandbox` (namespace/name)
+/// and `sandbox_id` (empty for Create).
+fn polkit_details(verb: &str, pod: String, id: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("verb", verb.to_owned()),
+        ("sandbox", pod),
+        ("sandbox_id", id.to_owned()),
+    ]
+}
+
 pub fn sandbox_path(id: &SandboxId) -> OwnedObjectPath {
     OwnedObjectPath::try_from(format!("{MANAGER_PATH}/sandbox/{id}"))
         .expect("hex ids make valid paths")
@@ -101,17 +111,16 @@ impl Service {
     /// Rules see the details: `verb`, `sandbox` (namespace/name) and
     /// `sandbox_id`, so a site may grant a group one namespace only.
     async fn authorize(&self, hdr: &Header<'_>, verb: &str, id: &str) -> Result<()> {
-        let pod = self
-            .lifecycle
-            .resolve(id)
-            .map(|e| e.with(|sb| format!("{}/{}", sb.config.namespace, sb.config.name)))
-            .unwrap_or_else(|_| id.to_owned());
-        self.authorize_pod(hdr, verb, &pod, id).await
-    }
-
-    async fn authorize_pod(&self, hdr: &Header<'_>, verb: &str, pod: &str, id: &str) -> Result<()> {
-        let details = [("verb", verb), ("sandbox", pod), ("sandbox_id", id)];
-        self.auth.check(hdr, verb, &details).await
+        self.auth
+            .check(hdr, verb, || {
+                let pod = self
+                    .lifecycle
+                    .resolve(id)
+                    .map(|e| e.with(|sb| format!("{}/{}", sb.config.namespace, sb.config.name)))
+                    .unwrap_or_else(|_| id.to_owned());
+                polkit_details(verb, pod, id)
+            })
+            .await
     }
 
     pub async fn create(
@@ -123,7 +132,10 @@ impl Service {
         attempt: u32,
         options: Dict,
     ) -> Result<(String, OwnedObjectPath), BusError> {
-        self.authorize_pod(hdr, "Create", &format!("{namespace}/{name}"), "")
+        self.auth
+            .check(hdr, "Create", || {
+                polkit_details("Create", format!("{namespace}/{name}"), "")
+            })
             .await?;
         let config = options::config_from_options(name, namespace, uid, attempt, &options)?;
         let this = self.clone();

@@ -41,17 +41,19 @@ impl Authorizer {
     }
 
     /// Allow or deny `action` for the caller of the message with `header`.
-    /// `details` (sandbox id, name) are shown to an authentication agent.
+    /// `details` (which pod) go to polkit's rules and agents; computed only
+    /// for callers that are not root.
     pub async fn check(
         &self,
         header: &Header<'_>,
         verb: &str,
-        details: &[(&str, &str)],
+        details: impl FnOnce() -> Vec<(&'static str, String)>,
     ) -> Result<()> {
         let uid = self.caller_uid(header).await?;
         if uid == 0 {
             return Ok(());
         }
+        let details = details();
         let deny =
             |why: String| Error::access_denied(format!("{verb} denied for uid {uid}: {why}"));
         let subject = Subject::new_for_message_header(header)
@@ -69,7 +71,7 @@ impl Authorizer {
         if interactive {
             flags |= CheckAuthorizationFlags::AllowUserInteraction;
         }
-        let details: HashMap<&str, &str> = details.iter().copied().collect();
+        let details: HashMap<&str, &str> = details.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let result = authority
             .check_authorization(&subject, ACTION_MANAGE, &details, flags, "")
             .await

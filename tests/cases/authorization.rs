@@ -6,11 +6,21 @@ use podscope::client::dict_str;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// Run a shell command as `nobody`, with no supplementary groups.
-fn as_nobody(cmd: &str) -> (i32, String, String) {
-    sh_out(&format!(
-        "setpriv --reuid=nobody --regid=nogroup --clear-groups {cmd}"
-    ))
+/// A polkit rules file, in place until dropped (polkitd reloads on its own).
+struct PolkitRule(std::path::PathBuf);
+
+impl PolkitRule {
+    fn install(name: &str, js: &str) -> Self {
+        let path = std::path::Path::new("/etc/polkit-1/rules.d").join(name);
+        std::fs::write(&path, js).unwrap();
+        PolkitRule(path)
+    }
+}
+
+impl Drop for PolkitRule {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// dbus-send prints the error name and the bus's own message, which busctl
@@ -152,16 +162,8 @@ async fn the_bus_policy_lets_anyone_call_only_what_podscoped_exports() {
 async fn polkit_rules_see_which_pod_a_call_is_about() {
     // The narrower example of polkit/50-podscope.rules.example, for nobody:
     // one Kubernetes namespace only, decided from the call's details.
-    const RULE: &str = "/etc/polkit-1/rules.d/40-podscope-test.rules";
-    struct Restore;
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(RULE);
-        }
-    }
-    let _restore = Restore;
-    std::fs::write(
-        RULE,
+    let _rule = PolkitRule::install(
+        "40-podscope-test.rules",
         r#"polkit.addRule(function(action, subject) {
     if (action.id == "org.podscope.Sandbox1.manage" && subject.user == "nobody" &&
         action.lookup("sandbox").indexOf("polkit-ns/") == 0 &&
@@ -170,8 +172,7 @@ async fn polkit_rules_see_which_pod_a_call_is_about() {
     }
 });
 "#,
-    )
-    .unwrap();
+    );
     // polkitd picks rules up by itself; poll until this one answers.
     let name = uniq("scoped");
     let mut created = (1, String::new(), String::new());
@@ -200,26 +201,17 @@ async fn polkit_rules_see_which_pod_a_call_is_about() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_callers_interactive_authorization_flag_reaches_polkit() {
     // A rule that asks for authentication instead of answering yes or no.
-    const RULE: &str = "/etc/polkit-1/rules.d/40-podscope-challenge.rules";
-    struct Restore;
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(RULE);
-        }
-    }
-    let _restore = Restore;
     let (m, _) = manager().await;
     let id = create_started(&m, "challenge", HashMap::new()).await;
-    std::fs::write(
-        RULE,
+    let _rule = PolkitRule::install(
+        "40-podscope-challenge.rules",
         r#"polkit.addRule(function(action, subject) {
     if (action.id == "org.podscope.Sandbox1.manage" && subject.user == "nobody") {
         return polkit.Result.AUTH_ADMIN;
     }
 });
 "#,
-    )
-    .unwrap();
+    );
     // Without the flag: refused at once, saying how to get a prompt.
     let mut out = (0, String::new(), String::new());
     wait_until(Duration::from_secs(15), || {

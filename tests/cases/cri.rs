@@ -480,8 +480,7 @@ async fn cri_errors_map_to_grpc_codes() {
     sh(&format!("mkdir -p {dir} && chown nobody {dir}"));
     let sock = format!("{dir}/cri.sock");
     sh(&format!(
-        "setpriv --reuid=nobody --regid=nogroup --clear-groups \
-         /usr/libexec/podscope/podscope-cri --listen {sock} >/dev/null 2>&1 & echo $! > {dir}/pid"
+        "{AS_NOBODY} /usr/libexec/podscope/podscope-cri --listen {sock} >/dev/null 2>&1 & echo $! > {dir}/pid"
     ));
     wait_until(Duration::from_secs(10), || Path::new(&sock).exists());
     let (mut nobody, _) = clients_at(&sock).await;

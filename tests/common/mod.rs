@@ -65,6 +65,14 @@ pub fn sh(cmd: &str) -> String {
     out
 }
 
+/// Prefix that runs a command as `nobody`, with no supplementary groups.
+pub const AS_NOBODY: &str = "setpriv --reuid=nobody --regid=nogroup --clear-groups";
+
+/// Run a shell command as `nobody` (see `AS_NOBODY`).
+pub fn as_nobody(cmd: &str) -> (i32, String, String) {
+    sh_out(&format!("{AS_NOBODY} {cmd}"))
+}
+
 pub fn sh_status(cmd: &str) -> i32 {
     sh_out(cmd).0
 }
