@@ -351,6 +351,33 @@ impl Journal {
 
     /// Per sandbox: (Create+Start total, time in CNI plugins, CNI runtime's
     /// own time), as the daemon measured them.
+    /// Each plugin's run times from the `PLUGINS_US` field
+    /// (`bridge=24133 portmap=3210 ...`), plugins in the order they ran.
+    fn plugin_times(&self, ids: &[String], message_part: &str) -> Vec<(String, Vec<Duration>)> {
+        let want: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
+        let mut out: Vec<(String, Vec<Duration>)> = Vec::new();
+        for v in &self.0 {
+            let field = |k: &str| v.get(k).and_then(|s| s.as_str());
+            if !field("MESSAGE").is_some_and(|m| m.contains(message_part))
+                || !field("SANDBOX_ID").is_some_and(|id| want.contains(id))
+            {
+                continue;
+            }
+            for pair in field("PLUGINS_US").unwrap_or_default().split_whitespace() {
+                let Some((name, us)) = pair.split_once('=') else {
+                    continue;
+                };
+                let Ok(us) = us.parse() else { continue };
+                let d = Duration::from_micros(us);
+                match out.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, v)) => v.push(d),
+                    None => out.push((name.to_owned(), vec![d])),
+                }
+            }
+        }
+        out
+    }
+
     fn create_start_timings(&self, ids: &[String]) -> Vec<(Duration, Duration, Duration)> {
         let created = self.times(ids, " created", "ELAPSED_US");
         let started = self.times(ids, " started in ", "TOTAL_US");
@@ -479,6 +506,17 @@ async fn network(m: &ManagerProxy<'_>, t: &mut Table) {
         let mut v: Vec<Duration> = journal.times(&ids, msg, field).into_values().collect();
         if !v.is_empty() {
             t.add(row, "report", ms(pct(&mut v, 0.5)), None);
+        }
+    }
+    // Which plugin the time inside the plugins goes to (p50 / p90).
+    for (verb, msg) in [("ADD", " attached ("), ("DEL", " network detached")] {
+        for (plugin, mut v) in journal.plugin_times(&ids, msg) {
+            t.add(
+                &format!("CNI {verb}: {plugin} p50 / p90"),
+                "report",
+                format!("{} / {}", ms(pct(&mut v, 0.5)), ms(pct(&mut v, 0.9))),
+                None,
+            );
         }
     }
 

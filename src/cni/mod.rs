@@ -49,8 +49,33 @@ pub struct Cni {
 #[derive(Debug)]
 pub struct Added {
     pub result: Value,
-    /// Time spent inside the plugins (spawn to exit).
-    pub plugin_time: Duration,
+    pub plugin_times: PluginTimes,
+}
+
+/// How long each plugin of a chain ran (spawn to exit), in the order run:
+/// the log says which plugin a slow attach or detach was waiting on.
+#[derive(Debug, Default, Clone)]
+pub struct PluginTimes(pub Vec<(String, Duration)>);
+
+impl PluginTimes {
+    pub fn total(&self) -> Duration {
+        self.0.iter().map(|(_, d)| *d).sum()
+    }
+    fn push(&mut self, plugin: &str, d: Duration) {
+        self.0.push((plugin.to_owned(), d));
+    }
+}
+
+/// `bridge=24133 portmap=3210 loopback=3901` (µs): one journal field that
+/// a shell loop or the benchmark can split.
+impl std::fmt::Display for PluginTimes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (name, d)) in self.0.iter().enumerate() {
+            let sep = if i == 0 { "" } else { " " };
+            write!(f, "{sep}{name}={}", d.as_micros())?;
+        }
+        Ok(())
+    }
 }
 
 fn fingerprint(dir: &Path) -> Fingerprint {
@@ -178,7 +203,7 @@ impl Cni {
         let list = cached_list(att)?;
         let ctx = format!("CNI ADD on network {:?}", list.name);
         let mut prev: Option<Value> = None;
-        let mut plugin_time = Duration::ZERO;
+        let mut plugin_times = PluginTimes::default();
         for plugin in &list.plugins {
             let bin = self
                 .plugin_path(&plugin.plugin_type)
@@ -187,7 +212,7 @@ impl Cni {
             let out = exec::run(&bin, &self.invocation(Command::Add, att), &stdin)
                 .await
                 .map_err(|e| e.context(&ctx))?;
-            plugin_time += out.elapsed;
+            plugin_times.push(&plugin.plugin_type, out.elapsed);
             let Some(v) = out.value else {
                 return Err(net_err(format!(
                     "{ctx}: {}: ADD succeeded but printed no result",
@@ -198,7 +223,7 @@ impl Cni {
         }
         Ok(Added {
             result: prev.expect("a list has at least one plugin"),
-            plugin_time,
+            plugin_times,
         })
     }
 
@@ -206,7 +231,7 @@ impl Cni {
     /// going past a failing plugin (the others still release what they
     /// hold) and reports every failure. A namespace that is gone is passed
     /// as empty, as the spec allows.
-    pub async fn del(&self, att: &Attachment) -> Result<Duration> {
+    pub async fn del(&self, att: &Attachment) -> Result<PluginTimes> {
         let list = cached_list(att)?;
         let mut att = att.clone();
         if !att.netns.is_empty() && !Path::new(&att.netns).exists() {
@@ -218,7 +243,7 @@ impl Cni {
             None
         };
         let mut errors = Vec::new();
-        let mut plugin_time = Duration::ZERO;
+        let mut plugin_times = PluginTimes::default();
         for plugin in list.plugins.iter().rev() {
             let bin = match self.plugin_path(&plugin.plugin_type) {
                 Ok(b) => b,
@@ -229,11 +254,11 @@ impl Cni {
             };
             let stdin = plugin_stdin(&list, plugin, prev, &att.capability_args, None);
             match exec::run(&bin, &self.invocation(Command::Del, &att), &stdin).await {
-                Ok(out) => plugin_time += out.elapsed,
+                Ok(out) => plugin_times.push(&plugin.plugin_type, out.elapsed),
                 Err(e) => errors.push(e.to_string()),
             }
         }
-        every_plugin_ok("DEL", &list, errors).map(|()| plugin_time)
+        every_plugin_ok("DEL", &list, errors).map(|()| plugin_times)
     }
 
     /// CHECK the attachment against its cached result (0.4.0+, unless the
@@ -439,6 +464,8 @@ mod tests {
         let mut att = f.attachment();
         let added = f.cni.add(&att).await.unwrap();
         assert_eq!(added.result["mark"], "from-first");
+        let names = |t: &PluginTimes| t.0.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&added.plugin_times), ["first", "second"]);
         assert_eq!(result::pod_ips(&added.result), ["10.0.0.2"]);
         let log = f.log_lines();
         assert!(log[0].starts_with("first ADD"), "{log:?}");
@@ -454,7 +481,8 @@ mod tests {
         att.result = Some(added.result);
         // The namespace is gone: DEL still runs, with CNI_NETNS empty.
         std::fs::remove_file(f.root.join("netns")).unwrap();
-        f.cni.del(&att).await.unwrap();
+        let deleted = f.cni.del(&att).await.unwrap();
+        assert_eq!(names(&deleted), ["second", "first"]);
         let log = f.log_lines();
         assert!(log[2].starts_with("second DEL netns= "), "{log:?}");
         assert!(log[3].starts_with("first DEL netns= "), "{log:?}");
@@ -462,6 +490,17 @@ mod tests {
             log[3].contains("\"prevResult\":{"),
             "DEL gets the cached result: {log:?}"
         );
+    }
+
+    #[test]
+    fn plugin_times_are_one_splittable_field() {
+        let t = PluginTimes(vec![
+            ("bridge".into(), Duration::from_micros(24133)),
+            ("loopback".into(), Duration::from_micros(3901)),
+        ]);
+        assert_eq!(t.to_string(), "bridge=24133 loopback=3901");
+        assert_eq!(t.total(), Duration::from_micros(28034));
+        assert_eq!(PluginTimes::default().to_string(), "");
     }
 
     #[tokio::test]

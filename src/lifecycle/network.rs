@@ -76,12 +76,14 @@ impl Lifecycle {
             error: String::new(),
         };
         let total = t0.elapsed();
+        let plugin_time = added.plugin_times.total();
         info!(sandbox_id = %sb.id, network = %list.name, ips = %net.ips.join(","),
               cni_us = add_time.as_micros() as u64,
-              plugin_us = added.plugin_time.as_micros() as u64,
-              overhead_us = (total - added.plugin_time).as_micros() as u64,
+              plugin_us = plugin_time.as_micros() as u64,
+              plugins_us = %added.plugin_times,
+              overhead_us = (total - plugin_time).as_micros() as u64,
               "sandbox {}: network {} attached ({}) in {} µs, {} µs in plugins",
-              sb.id, list.name, net.ips.join(", "), total.as_micros(), added.plugin_time.as_micros());
+              sb.id, list.name, net.ips.join(", "), total.as_micros(), plugin_time.as_micros());
         Ok(net)
     }
 
@@ -98,12 +100,13 @@ impl Lifecycle {
         };
         let t0 = Instant::now();
         match self.cni.del(&att).await {
-            Ok(plugin_time) => {
+            Ok(plugin_times) => {
                 self.attachments
                     .delete(id)
                     .with_context(|| format!("sandbox {id}: network teardown"))?;
                 info!(sandbox_id = %id, cni_us = t0.elapsed().as_micros() as u64,
-                      plugin_us = plugin_time.as_micros() as u64,
+                      plugin_us = plugin_times.total().as_micros() as u64,
+                      plugins_us = %plugin_times,
                       "sandbox {id}: network detached");
                 Ok(())
             }
