@@ -349,8 +349,6 @@ impl Journal {
             .collect()
     }
 
-    /// Per sandbox: (Create+Start total, time in CNI plugins, CNI runtime's
-    /// own time), as the daemon measured them.
     /// Each plugin's run times from the `PLUGINS_US` field
     /// (`bridge=24133 portmap=3210 ...`), plugins in the order they ran.
     fn plugin_times(&self, ids: &[String], message_part: &str) -> Vec<(String, Vec<Duration>)> {
@@ -378,6 +376,8 @@ impl Journal {
         out
     }
 
+    /// Per sandbox: (Create+Start total, time in CNI plugins, CNI runtime's
+    /// own time), as the daemon measured them.
     fn create_start_timings(&self, ids: &[String]) -> Vec<(Duration, Duration, Duration)> {
         let created = self.times(ids, " created", "ELAPSED_US");
         let started = self.times(ids, " started in ", "TOTAL_US");
