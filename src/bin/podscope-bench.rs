@@ -332,36 +332,39 @@ impl Journal {
         )
     }
 
+    /// The entries for one of `ids` whose message contains `message_part`:
+    /// (sandbox id, the text of `field`), for those that have it.
+    fn fields<'a>(
+        &'a self,
+        ids: &[String],
+        message_part: &'a str,
+        field: &'a str,
+    ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        let want: std::collections::HashSet<String> = ids.iter().cloned().collect();
+        let text = |v: &'a serde_json::Value, k: &str| v.get(k).and_then(|s| s.as_str());
+        self.0.iter().filter_map(move |v| {
+            if !text(v, "MESSAGE")?.contains(message_part) {
+                return None;
+            }
+            let id = text(v, "SANDBOX_ID").filter(|id| want.contains(*id))?;
+            Some((id, text(v, field)?))
+        })
+    }
+
     /// `field` (µs) of the entries for one of `ids` whose message contains
     /// `message_part`, by sandbox id.
     fn times(&self, ids: &[String], message_part: &str, field: &str) -> HashMap<String, Duration> {
-        let want: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
-        let text =
-            |v: &serde_json::Value, k: &str| v.get(k).and_then(|s| s.as_str()).map(str::to_owned);
-        self.0
-            .iter()
-            .filter(|v| text(v, "MESSAGE").is_some_and(|m| m.contains(message_part)))
-            .filter_map(|v| {
-                let id = text(v, "SANDBOX_ID").filter(|id| want.contains(id.as_str()))?;
-                let us: u64 = text(v, field)?.parse().ok()?;
-                Some((id, Duration::from_micros(us)))
-            })
+        self.fields(ids, message_part, field)
+            .filter_map(|(id, us)| Some((id.to_owned(), Duration::from_micros(us.parse().ok()?))))
             .collect()
     }
 
     /// Each plugin's run times from the `PLUGINS_US` field
     /// (`bridge=24133 portmap=3210 ...`), plugins in the order they ran.
     fn plugin_times(&self, ids: &[String], message_part: &str) -> Vec<(String, Vec<Duration>)> {
-        let want: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
         let mut out: Vec<(String, Vec<Duration>)> = Vec::new();
-        for v in &self.0 {
-            let field = |k: &str| v.get(k).and_then(|s| s.as_str());
-            if !field("MESSAGE").is_some_and(|m| m.contains(message_part))
-                || !field("SANDBOX_ID").is_some_and(|id| want.contains(id))
-            {
-                continue;
-            }
-            for pair in field("PLUGINS_US").unwrap_or_default().split_whitespace() {
+        for (_, pairs) in self.fields(ids, message_part, "PLUGINS_US") {
+            for pair in pairs.split_whitespace() {
                 let Some((name, us)) = pair.split_once('=') else {
                     continue;
                 };
