@@ -4,7 +4,10 @@
 #   make install    install (honours DESTDIR, PREFIX, LIBEXECDIR, UNITDIR, ...)
 #   make check      every test: fmt, clippy, unit tests, integration tests in a
 #                   private systemd (tests/harness), installing what it needs,
-#                   then the packages built, installed, upgraded and purged there
+#                   the packages built, installed, upgraded and purged there,
+#                   then conformance; each suite's time is printed
+#   make conformance  crictl and critest (CRICTL=, CRITEST=) against the
+#                   installed podscope-cri, in the harness
 #   make demo       a pod created, inspected with systemctl/busctl, stopped, removed
 #   make bench      the performance table
 #   make deb        target/deb/podscope_*.deb (packaging/debian), lintian-checked
@@ -28,6 +31,11 @@ BASHCOMPDIR ?= $(call pkgvar,bash-completion,completionsdir,$(DATADIR)/bash-comp
 ZSHCOMPDIR  ?= $(DATADIR)/zsh/vendor-completions
 FISHCOMPDIR ?= $(DATADIR)/fish/vendor_completions.d
 PKGLIBEXEC  := $(LIBEXECDIR)/podscope
+# Kubernetes' own CRI clients (grpc-go, as kubelet): the copies beside the
+# project unless given.
+CRICTL      ?= $(abspath ../shared/tools/crictl)
+CRITEST     ?= $(abspath ../shared/tools/critest)
+TIMED       := tests/harness/timed.sh
 CARGO       ?= cargo
 RELEASE     := target/release
 INSTALL     ?= install
@@ -42,7 +50,7 @@ MAN1 := man/podscopectl.1
 MAN5 := man/podscope.toml.5
 MAN8 := man/podscoped.8 man/podscope-cri.8
 
-.PHONY: all build install uninstall deps check lint unit integration packaging demo bench deb rpm clean
+.PHONY: all build install uninstall deps check lint unit integration packaging conformance demo bench deb rpm clean
 
 all: build
 
@@ -98,27 +106,35 @@ deps:
 	tests/harness/install-deps.sh
 
 lint: deps
-	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --locked --all-targets --all-features -- -D warnings
+	$(TIMED) fmt $(CARGO) fmt --all -- --check
+	$(TIMED) clippy $(CARGO) clippy --locked --all-targets --all-features -- -D warnings
 
 unit: deps
-	$(CARGO) test --locked --lib
+	$(TIMED) unit $(CARGO) test --locked --lib --bins
 
 # Integration tests run inside a private systemd with the project installed
 # by `make install`, exactly as a packager would.
 integration: deps build
-	tests/harness/run-integration.sh
+	$(TIMED) integration tests/harness/run-integration.sh
 
-check: lint unit integration packaging
+check: lint unit integration packaging conformance
+
+# crictl and critest against podscope-cri as installed, in the harness: a
+# missing tool fails here, before anything boots.
+conformance: deps build
+	@for t in "$(CRICTL)" "$(CRITEST)"; do test -x "$$t" || { \
+	  echo "conformance: $$t not found or not executable (set CRICTL=... CRITEST=...)" >&2; exit 1; }; done
+	CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" $(TIMED) conformance \
+	  tests/harness/harness.sh run tests/conformance/conformance.sh
 
 # The packages, built as `make deb` / `make rpm` do, then installed,
 # upgraded under a running pod and purged inside a harness where podscope
 # is not otherwise installed.
 packaging: deps build
-	packaging/build-deb.sh
+	$(TIMED) deb packaging/build-deb.sh
 	DEB_OUT=target/deb-newer DEB_VERSION=$(VERSION)+test1 LINTIAN=no packaging/build-deb.sh
-	packaging/build-rpm.sh
-	tests/harness/harness.sh run-bare tests/packaging/test-packages.sh \
+	$(TIMED) rpm packaging/build-rpm.sh
+	$(TIMED) packages tests/harness/harness.sh run-bare tests/packaging/test-packages.sh \
 	  target/deb/podscope_$(VERSION)_*.deb target/deb-newer/podscope_$(VERSION)+test1_*.deb \
 	  target/rpm/RPMS/*/podscope-$(VERSION)-*.rpm
 

@@ -13,7 +13,9 @@ pub fn dir_of(run_dir: &Path, id: &SandboxId) -> PathBuf {
 
 /// The hostname the pod's containers see: the one asked for; for a
 /// host-network pod the host's (it shares the host's UTS namespace); else
-/// the pod's name cut to a DNS label, as kubelet does.
+/// the pod's name made a DNS label, as kubelet does (the name is opaque:
+/// lowercased, other characters become '-'; the id's first 12 characters
+/// when nothing is left).
 pub fn pod_hostname(sb: &Sandbox) -> String {
     let c = &sb.config;
     if c.network == NetworkMode::Host {
@@ -25,11 +27,21 @@ pub fn pod_hostname(sb: &Sandbox) -> String {
     if !c.hostname.is_empty() {
         return c.hostname.clone();
     }
-    let mut h: String = c.name.chars().take(63).collect();
-    while h.ends_with(['-', '.']) {
-        h.pop();
+    let label: String = c
+        .name
+        .chars()
+        .map(|ch| match ch.to_ascii_lowercase() {
+            l @ ('a'..='z' | '0'..='9' | '-' | '.') => l,
+            _ => '-',
+        })
+        .take(63)
+        .collect();
+    let label = label.trim_matches(['-', '.']);
+    if label.is_empty() {
+        sb.id.as_str()[..12].to_owned()
+    } else {
+        label.to_owned()
     }
-    h
 }
 
 /// Write both files; returns (resolv.conf path, hostname path).
@@ -96,6 +108,10 @@ mod tests {
         sb.config.name = format!("{}-", "a".repeat(62));
         sb.config.hostname.clear();
         assert_eq!(pod_hostname(&sb), "a".repeat(62));
+        sb.config.name = "PodSandbox for Test_1.".into();
+        assert_eq!(pod_hostname(&sb), "podsandbox-for-test-1");
+        sb.config.name = "ü".into();
+        assert_eq!(pod_hostname(&sb), &sb.id.as_str()[..12]);
         remove(&run, &sb.id).unwrap();
         remove(&run, &sb.id).unwrap();
         assert!(!Path::new(&r).exists());

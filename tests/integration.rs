@@ -5,6 +5,8 @@
 
 #[path = "cases/authorization.rs"]
 mod authorization;
+#[path = "cases/clients.rs"]
+mod clients;
 mod common;
 #[path = "cases/cri.rs"]
 mod cri;
@@ -526,11 +528,11 @@ async fn bad_input_gets_named_errors_and_changes_nothing() {
         &'static str,
     );
     let cases: Vec<Case> = vec![
-        ("Bad_Name", "default", "u", HashMap::new(), "name:"),
+        ("tab\tname", "default", "u", HashMap::new(), "name:"),
         ("", "default", "u", HashMap::new(), "name:"),
-        ("ok", "Bad.Namespace", "u", HashMap::new(), "namespace:"),
+        ("ok", "line\nbreak", "u", HashMap::new(), "namespace:"),
         ("ok", "default", "", HashMap::new(), "uid:"),
-        ("ok", "default", "a/b", HashMap::new(), "uid:"),
+        ("ok", "default", "u;IP=10.88.0.99", HashMap::new(), "uid:"),
         (
             "ok",
             "default",

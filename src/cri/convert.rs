@@ -463,7 +463,7 @@ mod tests {
             ),
             (
                 "config.metadata.namespace:",
-                error_of(|r| config(r).metadata.as_mut().unwrap().namespace = "x".repeat(64)),
+                error_of(|r| config(r).metadata.as_mut().unwrap().namespace = "x".repeat(254)),
             ),
             (
                 "config.hostname:",

@@ -2,10 +2,12 @@
 //! each CRI call becomes calls to `org.podscope.Sandbox1`, every answer and
 //! error is translated back, and nothing is kept that a restart could lose.
 //!
+//! `authority` (any client's HTTP/2 `:authority` made one h2 accepts),
 //! `convert` (CRI ⇄ daemon terms, pure), `errors` (D-Bus → gRPC codes),
 //! `daemon` (the bus connection), `runtime` and `image` (the two gRPC
 //! services), `stats` (cgroup and interface counters).
 
+pub mod authority;
 pub mod convert;
 pub mod daemon;
 pub mod errors;
@@ -23,6 +25,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::net::UnixListener;
+use tokio_stream::StreamExt;
 
 pub const DEFAULT_SOCKET: &str = "/run/podscope/cri.sock";
 /// Kubelet's own limit for CRI messages.
@@ -90,7 +93,9 @@ pub async fn serve(
         .add_service(runtime_svc)
         .add_service(image_svc)
         .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::UnixListenerStream::new(listener),
+            // Every client's header blocks pass through the authority rewrite.
+            tokio_stream::wrappers::UnixListenerStream::new(listener)
+                .map(|conn| conn.map(authority::Rewriting::new)),
             shutdown,
         )
         .await

@@ -10,15 +10,27 @@ use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-const NAME_MAX: usize = 253;
-const NAMESPACE_MAX: usize = 63;
-const UID_MAX: usize = 128;
+/// CRI metadata (name, namespace, uid), label and annotation keys and
+/// label values are opaque strings to a runtime: Kubernetes validates its
+/// names before kubelet sends them, and other CRI clients (critest, crictl)
+/// send mixed case, UUIDs and dots. podscope refuses only what it cannot
+/// carry: empty, control characters, oversized, and in the metadata `;` and
+/// `=`, which would inject arguments into the CNI plugins' `CNI_ARGS`
+/// (`K8S_POD_NAME=…;…`, a format with no escaping). Nothing here is used
+/// as a unit name or a path: those come from the sandbox id.
+///
+/// Kubernetes' longest object name (a DNS subdomain).
+pub const METADATA_MAX: usize = 253;
+/// Kubernetes' longest qualified name: a 253-byte prefix, `/`, 63 bytes.
+pub const KEY_MAX: usize = 317;
+/// Kubernetes allows 63; kubelet itself puts names of up to 253 in labels,
+/// and other clients more.
+pub const LABEL_VALUE_MAX: usize = 1024;
+pub const LABELS_MAX: usize = 1024;
 const HOSTNAME_MAX: usize = 64;
 const PATH_MAX: usize = 4096;
-const LABEL_VALUE_MAX: usize = 63;
-const LABELS_MAX: usize = 1024;
 /// Kubernetes' limit on the total size of a pod's annotations.
-const ANNOTATIONS_TOTAL_MAX: usize = 256 * 1024;
+pub const ANNOTATIONS_TOTAL_MAX: usize = 256 * 1024;
 
 /// Whether the pod gets its own network namespace or shares the host's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -128,9 +140,9 @@ impl SandboxConfig {
 
     /// Validate every field; the error names the first bad one.
     pub fn validate(&self) -> Result<()> {
-        validate_dns_subdomain("name", &self.name, NAME_MAX)?;
-        validate_dns_label("namespace", &self.namespace, NAMESPACE_MAX)?;
-        validate_uid(&self.uid)?;
+        validate_metadata("name", &self.name)?;
+        validate_metadata("namespace", &self.namespace)?;
+        validate_metadata("uid", &self.uid)?;
         if !self.hostname.is_empty() {
             validate_hostname(&self.hostname)?;
         }
@@ -157,53 +169,34 @@ impl SandboxConfig {
     }
 }
 
-fn validate_dns_label(field: &str, s: &str, max: usize) -> Result<()> {
+/// An opaque string: not empty, at most `max` bytes, no control characters.
+fn validate_text(field: &str, what: &str, s: &str, max: usize) -> Result<()> {
     if s.is_empty() {
-        return Err(Error::invalid(field, "must not be empty"));
+        return Err(Error::invalid(field, format!("{what}must not be empty")));
     }
     if s.len() > max {
         return Err(Error::invalid(
             field,
-            format!("{} characters, more than {max}", s.len()),
+            format!("{what}{} bytes, more than {max}", s.len()),
         ));
     }
-    let ok_chars = s
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    let ok_ends = s.as_bytes()[0].is_ascii_alphanumeric()
-        && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric();
-    if !ok_chars || !ok_ends {
+    if let Some(c) = s.chars().find(|c| c.is_control()) {
         return Err(Error::invalid(
             field,
-            format!("{s:?} is not a DNS label (lowercase letters, digits and '-', starting and ending with a letter or digit)"),
+            format!("{what}{s:?} contains the control character {:?}", c),
         ));
     }
     Ok(())
 }
 
-fn validate_dns_subdomain(field: &str, s: &str, max: usize) -> Result<()> {
-    if s.is_empty() {
-        return Err(Error::invalid(field, "must not be empty"));
-    }
-    if s.len() > max {
+/// Name, namespace or uid: opaque, but never able to add a CNI argument.
+fn validate_metadata(field: &str, s: &str) -> Result<()> {
+    validate_text(field, "", s, METADATA_MAX)?;
+    if let Some(c) = s.chars().find(|c| matches!(c, ';' | '=')) {
         return Err(Error::invalid(
             field,
-            format!("{} characters, more than {max}", s.len()),
+            format!("{s:?} contains {c:?}, which cannot be passed to CNI plugins in CNI_ARGS"),
         ));
-    }
-    for part in s.split('.') {
-        if part.is_empty()
-            || !part
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            || !part.as_bytes()[0].is_ascii_alphanumeric()
-            || !part.as_bytes()[part.len() - 1].is_ascii_alphanumeric()
-        {
-            return Err(Error::invalid(
-                field,
-                format!("{s:?} is not a DNS subdomain (lowercase letters, digits, '-' and '.')"),
-            ));
-        }
     }
     Ok(())
 }
@@ -225,13 +218,6 @@ fn validate_token(field: &str, s: &str, max: usize) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-fn validate_uid(s: &str) -> Result<()> {
-    if s.is_empty() {
-        return Err(Error::invalid("uid", "must not be empty"));
-    }
-    validate_token("uid", s, UID_MAX)
 }
 
 fn validate_hostname(s: &str) -> Result<()> {
@@ -277,36 +263,6 @@ fn validate_abs_path(field: &str, s: &str) -> Result<()> {
     Ok(())
 }
 
-/// A Kubernetes qualified name: `[prefix/]name`, prefix a DNS subdomain,
-/// name ≤ 63 alphanumerics with `-_.` inside.
-fn validate_qualified_name(field: &str, key: &str) -> Result<()> {
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
-    if let Some(p) = prefix {
-        validate_dns_subdomain(field, p, NAME_MAX).map_err(|_| {
-            Error::invalid(field, format!("key {key:?} has an invalid prefix {p:?}"))
-        })?;
-    }
-    if !is_label_value(name) || name.is_empty() {
-        return Err(Error::invalid(
-            field,
-            format!("key {key:?} is not a qualified name (≤63 letters, digits, '-', '_', '.', starting and ending with a letter or digit)"),
-        ));
-    }
-    Ok(())
-}
-
-fn is_label_value(v: &str) -> bool {
-    v.is_empty()
-        || (v.len() <= LABEL_VALUE_MAX
-            && v.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-            && v.as_bytes()[0].is_ascii_alphanumeric()
-            && v.as_bytes()[v.len() - 1].is_ascii_alphanumeric())
-}
-
 fn validate_labels(labels: &BTreeMap<String, String>) -> Result<()> {
     if labels.len() > LABELS_MAX {
         return Err(Error::invalid(
@@ -315,21 +271,38 @@ fn validate_labels(labels: &BTreeMap<String, String>) -> Result<()> {
         ));
     }
     for (k, v) in labels {
-        validate_qualified_name("labels", k)?;
-        if !is_label_value(v) {
+        validate_text("labels", "key ", k, KEY_MAX)?;
+        if v.len() > LABEL_VALUE_MAX {
             return Err(Error::invalid(
                 "labels",
-                format!("value {v:?} of {k:?} is not a label value (≤63 letters, digits, '-', '_', '.')"),
+                format!(
+                    "value of {k:?}: {} bytes, more than {LABEL_VALUE_MAX}",
+                    v.len()
+                ),
+            ));
+        }
+        if let Some(c) = v.chars().find(|c| c.is_control()) {
+            return Err(Error::invalid(
+                "labels",
+                format!("value of {k:?} contains the control character {c:?}"),
             ));
         }
     }
     Ok(())
 }
 
+/// Keys as label keys; values are free text (JSON with newlines is common)
+/// but for NUL, which no D-Bus string can hold.
 fn validate_annotations(annotations: &BTreeMap<String, String>) -> Result<()> {
     let mut total = 0usize;
     for (k, v) in annotations {
-        validate_qualified_name("annotations", k)?;
+        validate_text("annotations", "key ", k, KEY_MAX)?;
+        if v.contains('\0') {
+            return Err(Error::invalid(
+                "annotations",
+                format!("value of {k:?} contains a NUL byte"),
+            ));
+        }
         total += k.len() + v.len();
     }
     if total > ANNOTATIONS_TOTAL_MAX {
@@ -381,27 +354,24 @@ mod tests {
 
     #[test]
     fn each_bad_field_is_named() {
-        let mut c = valid();
-        c.name = "".into();
-        assert_eq!(field_of(&c), "name");
-        c.name = "Web".into();
-        assert_eq!(field_of(&c), "name");
-        c.name = "a".repeat(254);
-        assert_eq!(field_of(&c), "name");
-        c.name = "a..b".into();
-        assert_eq!(field_of(&c), "name");
-
-        let mut c = valid();
-        c.namespace = "kube.system".into();
-        assert_eq!(field_of(&c), "namespace");
-        c.namespace = "a".repeat(64);
-        assert_eq!(field_of(&c), "namespace");
-
-        let mut c = valid();
-        c.uid = "".into();
-        assert_eq!(field_of(&c), "uid");
-        c.uid = "a/b".into();
-        assert_eq!(field_of(&c), "uid");
+        for field in ["name", "namespace", "uid"] {
+            for bad in [
+                String::new(),
+                "a".repeat(METADATA_MAX + 1),
+                "tab\there".into(),
+                "nul\0".into(),
+                "x;IP=10.0.0.9".into(),
+                "a=b".into(),
+            ] {
+                let mut c = valid();
+                match field {
+                    "name" => c.name = bad.clone(),
+                    "namespace" => c.namespace = bad.clone(),
+                    _ => c.uid = bad.clone(),
+                }
+                assert_eq!(field_of(&c), field, "{bad:?}");
+            }
+        }
 
         let mut c = valid();
         c.hostname = "-bad".into();
@@ -413,12 +383,22 @@ mod tests {
         c.log_directory = "/var/log/../etc".into();
         assert_eq!(field_of(&c), "log_directory");
 
+        for (k, v) in [
+            ("", "x".to_string()),
+            ("new\nline", "x".into()),
+            ("ok", "x".repeat(LABEL_VALUE_MAX + 1)),
+            ("ok", "bell\u{7}".into()),
+        ] {
+            let mut c = valid();
+            c.labels.insert(k.into(), v.clone());
+            assert_eq!(field_of(&c), "labels", "{k:?}={v:?}");
+        }
         let mut c = valid();
-        c.labels.insert("bad key!".into(), "x".into());
+        c.labels.insert("k".repeat(KEY_MAX + 1), "x".into());
         assert_eq!(field_of(&c), "labels");
         let mut c = valid();
-        c.labels.insert("ok".into(), "x".repeat(64));
-        assert_eq!(field_of(&c), "labels");
+        c.annotations.insert("a".into(), "nul\0".into());
+        assert_eq!(field_of(&c), "annotations");
 
         let mut c = valid();
         c.annotations.insert("big".into(), "x".repeat(300 * 1024));
@@ -431,6 +411,30 @@ mod tests {
         let mut c = valid();
         c.cgroup_parent = "relative".into();
         assert_eq!(field_of(&c), "cgroup_parent");
+    }
+
+    #[test]
+    fn cri_metadata_is_opaque() {
+        // What critest, crictl and other clients send, and Kubernetes never would.
+        let mut c = valid();
+        c.name = "PodSandbox-for-create-test-7d4c1e0a-2b7f-4c3e-9a55-0c0ffee00001".into();
+        c.namespace = "cri-test.Namespace_1".into();
+        c.uid = "7D4C1E0A-2B7F-4C3E-9A55-0C0FFEE00001".into();
+        c.labels.insert(
+            "Mixed Case/and spaces".into(),
+            "any value: ü, 'quotes'".into(),
+        );
+        c.labels.insert("empty".into(), String::new());
+        c.annotations.insert(
+            "kubectl.kubernetes.io/last-applied-configuration".into(),
+            "{\n  \"kind\": \"Pod\"\n}\n".into(),
+        );
+        c.validate().unwrap();
+        c.name = "n".repeat(METADATA_MAX);
+        c.uid = "u".repeat(METADATA_MAX);
+        c.labels
+            .insert("k".repeat(KEY_MAX), "v".repeat(LABEL_VALUE_MAX));
+        c.validate().unwrap();
     }
 
     #[test]

@@ -4,8 +4,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 cd "$REPO"
-out=$(cargo test --locked --features harness-tests --test integration --no-run 2>&1) \
-    || { echo "$out" >&2; echo "run-integration: building the integration tests failed" >&2; exit 1; }
-BIN=$(echo "$out" | sed -n 's/.*Executable tests\/integration.rs (\(.*\))/\1/p' | tail -n1)
-[[ -n $BIN && -x $BIN ]] || { echo "$out" >&2; echo "run-integration: integration test binary not found" >&2; exit 1; }
-exec "$HERE/harness.sh" run "$REPO/$BIN" --test-threads=1 "$@"
+out=$(cargo test --locked --features harness-tests --test integration --no-run --message-format=json) \
+    || { echo "run-integration: building the integration tests failed" >&2; exit 1; }
+BIN=$(jq -r 'select(.reason == "compiler-artifact" and .target.name == "integration" and .executable != null) | .executable' <<<"$out" | tail -n1)
+[[ -n $BIN && -x $BIN ]] || { echo "run-integration: integration test binary not found" >&2; exit 1; }
+exec "$HERE/harness.sh" run "$BIN" --test-threads=1 "$@"

@@ -1,0 +1,157 @@
+#!/bin/bash
+# make conformance: the installed podscope-cri driven by Kubernetes' own CRI
+# clients (crictl and critest, grpc-go like kubelet). Runs inside the
+# harness (tests/harness/harness.sh run), where podscope is installed by
+# `make install` and its CRI socket is socket-activated.
+#
+#   CRICTL, CRITEST   the tools (the Makefile defaults them to ../shared/tools)
+#
+# Fails on the first crictl check that does not hold, and unless critest's
+# 'basic operations on PodSandbox|Runtime info' specs give 5 Passed,
+# 0 Failed. The pass count of every other critest spec is reported.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+EP=unix:///run/podscope/cri.sock
+FOCUS='basic operations on PodSandbox|Runtime info'
+FOCUS_PASSED=5
+
+fail() { echo "conformance: FAILED: $*" >&2; exit 1; }
+ok() { echo "conformance: ok   $*"; }
+for tool in "${CRICTL:?CRICTL must name crictl}" "${CRITEST:?CRITEST must name critest}"; do
+    [[ -x $tool ]] || fail "$tool is missing or not executable (set CRICTL= / CRITEST=)"
+done
+command -v jq >/dev/null || fail "jq is missing (tests/harness/install-deps.sh installs it)"
+
+crictl() { "$CRICTL" --runtime-endpoint "$EP" --image-endpoint "$EP" --timeout 60s "$@"; }
+
+# expect DESCRIPTION ACTUAL WANTED
+expect() {
+    [[ $2 == "$3" ]] || fail "$1: got '$2', want '$3'"
+    ok "$1"
+}
+# listed DESCRIPTION ID [crictl pods flags...]: the filter finds ID
+listed() {
+    local what=$1 id=$2
+    shift 2
+    crictl pods -q "$@" | grep -qx "$id" || fail "crictl pods $* does not list $id ($what)"
+    ok "crictl pods $* lists it ($what)"
+}
+unlisted() {
+    local what=$1 id=$2
+    shift 2
+    if crictl pods -q "$@" | grep -qx "$id"; then fail "crictl pods $* lists $id ($what)"; fi
+    ok "crictl pods $* leaves it out ($what)"
+}
+
+# --- crictl -----------------------------------------------------------------
+
+v=$(crictl version)
+expect "crictl version: runtime name" "$(sed -n 's/^RuntimeName: *//p' <<<"$v")" podscope
+expect "crictl version: API version" "$(sed -n 's/^RuntimeApiVersion: *//p' <<<"$v")" v1
+info=$(crictl info)
+for cond in RuntimeReady NetworkReady; do
+    expect "crictl info: $cond" \
+        "$(jq -r ".status.conditions[] | select(.type == \"$cond\") | .status" <<<"$info")" true
+done
+
+# pod_cycle CONFIG NETWORK(POD|NODE)
+pod_cycle() {
+    local config=$HERE/$1 mode=$2 net
+    net=$([[ $mode == POD ]] && echo "pod network" || echo "host network")
+    local name ns label
+    name=$(jq -r .metadata.name "$config")
+    ns=$(jq -r .metadata.namespace "$config")
+    label="tier=$(jq -r .labels.tier "$config")"
+
+    local id
+    id=$(crictl runp "$config")
+    [[ $id =~ ^[0-9a-f]{64}$ ]] || fail "crictl runp ($net) printed '$id', not an id"
+    ok "crictl runp ($net): $id"
+
+    local st
+    st=$(crictl inspectp "$id")
+    expect "inspectp ($net): state" "$(jq -r .status.state <<<"$st")" SANDBOX_READY
+    expect "inspectp ($net): name, namespace, uid kept as sent" \
+        "$(jq -c '.status.metadata | [.name, .namespace, .uid]' <<<"$st")" \
+        "$(jq -c '.metadata | [.name, .namespace, .uid]' "$config")"
+    expect "inspectp ($net): labels" "$(jq -cS .status.labels <<<"$st")" "$(jq -cS .labels "$config")"
+    expect "inspectp ($net): network namespace mode" \
+        "$(jq -r .status.linux.namespaces.options.network <<<"$st")" "$mode"
+    local ip
+    ip=$(jq -r .status.network.ip <<<"$st")
+    if [[ $mode == POD ]]; then
+        [[ $ip =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "inspectp ($net): IP '$ip'"
+        ok "inspectp ($net): IP $ip from CNI"
+    else
+        expect "inspectp ($net): no pod IP" "$ip" ""
+    fi
+
+    listed "$net, by id prefix" "$id" --id "${id:0:12}"
+    listed "$net, by name pattern" "$id" --name "^${name//./\\.}\$"
+    listed "$net, by namespace pattern" "$id" --namespace "^${ns//./\\.}\$"
+    listed "$net, by label" "$id" --label "$label"
+    listed "$net, by label and state" "$id" --label app=conformance --state ready
+    unlisted "$net, other label value" "$id" --label app=other
+    unlisted "$net, other state" "$id" --state notready
+
+    local stats
+    stats=$(crictl statsp -o json "$id")
+    expect "statsp ($net): the pod's entry" "$(jq -r '.stats[0].attributes.id' <<<"$stats")" "$id"
+    local procs
+    procs=$(jq -r '.stats[0].linux.process.processCount.value' <<<"$stats")
+    ((procs >= 1)) || fail "statsp ($net): process count $procs"
+    ok "statsp ($net): $procs process(es) in the pod's cgroup"
+
+    crictl stopp "$id" >/dev/null
+    expect "stopp ($net): state" "$(crictl inspectp "$id" | jq -r .status.state)" SANDBOX_NOTREADY
+    listed "$net, stopped" "$id" --state notready
+    crictl stopp "$id" >/dev/null
+    ok "stopp ($net) again: idempotent"
+
+    crictl rmp "$id" >/dev/null
+    if out=$(crictl inspectp "$id" 2>&1); then fail "inspectp after rmp ($net) answered: $out"; fi
+    grep -q "code = NotFound" <<<"$out" || fail "inspectp after rmp ($net): $out"
+    ok "rmp ($net): gone (NotFound)"
+    unlisted "$net, removed" "$id"
+}
+
+pod_cycle pod-network.json POD
+pod_cycle host-network.json NODE
+
+# --- critest ----------------------------------------------------------------
+
+# run_critest LOG [critest args...]: prints "<passed> <failed> <ran>"
+run_critest() {
+    local log=$1
+    shift
+    timeout 900 "$CRITEST" --runtime-endpoint "$EP" --image-endpoint "$EP" \
+        --ginkgo.no-color "$@" >"$log" 2>&1 || true
+    local summary
+    summary=$(grep -E '^(SUCCESS|FAIL)! -- [0-9]+ Passed \| [0-9]+ Failed' "$log" | tail -n1)
+    [[ -n $summary ]] || { tail -n 30 "$log" >&2; fail "critest $* printed no summary"; }
+    local ran
+    ran=$(sed -n 's/^Ran \([0-9]*\) of [0-9]* Specs.*/\1/p' "$log" | tail -n1)
+    sed -E 's/^.* -- ([0-9]+) Passed \| ([0-9]+) Failed.*/\1 \2/' <<<"$summary" | tr -d '\n'
+    echo " $ran"
+}
+
+LOGDIR=$(mktemp -d)
+read -r passed failed ran < <(run_critest "$LOGDIR/focus.log" --ginkgo.focus="$FOCUS")
+if [[ $passed != "$FOCUS_PASSED" || $failed != 0 ]]; then
+    grep -E '^\s*\[FAIL\]' "$LOGDIR/focus.log" >&2 || true
+    fail "critest '$FOCUS': $passed Passed, $failed Failed (want $FOCUS_PASSED Passed, 0 Failed)"
+fi
+ok "critest '$FOCUS': $passed Passed, 0 Failed"
+
+read -r passed failed ran < <(run_critest "$LOGDIR/rest.log" --ginkgo.skip="$FOCUS")
+echo "conformance: report critest, every other spec: $passed Passed, $failed Failed of $ran run"
+# Failures by the suite's top-level group (each [FAIL] line is printed twice
+# by ginkgo: in the run and in its summary).
+sed -nE 's/^\s*\[FAIL\] \[k8s\.io\] //p' "$LOGDIR/rest.log" | sort -u |
+    sed -E 's/ (runtime|bucket|when|should|with|\[It\]) .*//' | sort | uniq -c |
+    awk '{n=$1; $1=""; printf "conformance:   failed in%s: %d\n", $0, n}'
+# Specs that fail midway leave their pods: a later run must start clean.
+crictl rmp --all --force >/dev/null
+expect "no pod left after critest" "$(crictl pods -q | wc -l)" 0
+rm -rf "$LOGDIR"
+echo "conformance: PASSED"
