@@ -28,6 +28,11 @@ pub trait Manager {
     fn start(&self, id: &str) -> zbus::Result<()>;
     fn stop(&self, id: &str) -> zbus::Result<()>;
     fn remove(&self, id: &str) -> zbus::Result<()>;
+    /// (exit_status, finished_at, reason); blocks until the pod stops.
+    fn wait(&self, id: &str) -> zbus::Result<(u32, u64, String)>;
+    fn update_resources(&self, id: &str, resources: HashMap<&str, Value<'_>>) -> zbus::Result<()>;
+    /// (os, architecture, variant)
+    fn platform(&self) -> zbus::Result<(String, String, String)>;
     fn status(&self, id: &str) -> zbus::Result<Dict>;
     fn list(&self, filter: HashMap<&str, Value<'_>>) -> zbus::Result<Vec<Dict>>;
     fn version(&self) -> zbus::Result<(String, String, String)>;

@@ -10,6 +10,7 @@ pub mod error;
 pub mod init_spawn;
 pub mod lifecycle;
 pub mod logging;
+pub mod machined;
 pub mod pod_files;
 pub mod registry;
 pub mod settings;

@@ -16,6 +16,8 @@ pub struct Entry {
     /// Held for the whole of Start/Stop/Remove/reconcile of this sandbox.
     pub op: tokio::sync::Mutex<()>,
     removed: AtomicBool,
+    /// Ticks on every change of the record and on removal (for Wait).
+    changes: tokio::sync::watch::Sender<()>,
 }
 
 impl std::fmt::Debug for Entry {
@@ -31,6 +33,7 @@ impl Entry {
             record: RwLock::new(sandbox),
             op: tokio::sync::Mutex::new(()),
             removed: AtomicBool::new(false),
+            changes: tokio::sync::watch::Sender::new(()),
         })
     }
 
@@ -45,6 +48,12 @@ impl Entry {
 
     pub fn replace(&self, sandbox: Sandbox) {
         *self.record.write().unwrap() = sandbox;
+        self.changes.send_replace(());
+    }
+
+    /// A receiver that sees every later `replace` and `mark_removed`.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<()> {
+        self.changes.subscribe()
     }
 
     pub fn is_removed(&self) -> bool {
@@ -53,6 +62,7 @@ impl Entry {
 
     pub fn mark_removed(&self) {
         self.removed.store(true, Ordering::Release);
+        self.changes.send_replace(());
     }
 }
 

@@ -48,6 +48,14 @@ pub struct BusError {
 }
 
 impl BusError {
+    /// Too many calls of a kind in flight (the standard D-Bus name).
+    pub fn limits_exceeded(message: String) -> Self {
+        BusError {
+            name: "org.freedesktop.DBus.Error.LimitsExceeded",
+            message,
+        }
+    }
+
     pub fn name_str(&self) -> &'static str {
         self.name
     }

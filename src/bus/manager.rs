@@ -85,6 +85,34 @@ impl Manager {
         self.service.remove(&hdr, &id).await
     }
 
+    // Block until the sandbox leaves ready: (exit_status, finished_at, reason).
+    #[zbus(out_args("exit_status", "finished_at", "reason"))]
+    async fn wait(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        id: String,
+    ) -> Result<(u32, u64, String), BusError> {
+        let exit = self.service.wait(&hdr, &id).await?;
+        Ok((exit.status, exit.finished_at, exit.reason))
+    }
+
+    // New pod-level resources (the keys of Create's "resources").
+    async fn update_resources(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        id: String,
+        resources: Dict,
+    ) -> Result<(), BusError> {
+        let r = options::resources_from_dict("resources", &resources)?;
+        self.service.update_resources(&hdr, &id, r).await
+    }
+
+    #[zbus(out_args("os", "architecture", "variant"))]
+    fn platform(&self) -> (String, String, String) {
+        let p = crate::domain::platform::host();
+        (p.os.into(), p.architecture.into(), p.variant.into())
+    }
+
     #[zbus(out_args("status"))]
     async fn status(&self, id: String) -> Result<Dict, BusError> {
         let entry = self.service.lifecycle.resolve(&id)?;

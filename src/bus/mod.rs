@@ -4,15 +4,17 @@
 //! Every mutating call is authorized first, then runs in its own task: a
 //! caller that hangs up never cancels a lifecycle step or its cleanup.
 
+pub mod callers;
 pub mod errors;
 pub mod manager;
 pub mod options;
 pub mod polkit;
 pub mod sandbox;
 
+use crate::domain::Resources;
 use crate::domain::{SandboxId, State};
 use crate::error::{Error, Result};
-use crate::lifecycle::{Event, Lifecycle};
+use crate::lifecycle::{Event, Exit, Lifecycle};
 use crate::settings::Settings;
 use crate::store::Store;
 use crate::systemd::Systemd;
@@ -22,6 +24,7 @@ use options::Dict;
 use sandbox::SandboxObject;
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tracing::warn;
@@ -32,13 +35,28 @@ use zbus::Connection;
 
 pub const BUS_NAME: &str = "org.podscope.Sandbox1";
 pub const MANAGER_PATH: &str = "/org/podscope/Sandbox1";
+/// Wait calls in flight at once, from all callers (each holds a task and
+/// a reply slot until its pod stops or its caller leaves; reading is open
+/// to every local user).
+pub const MAX_WAITERS: usize = 1024;
 
 /// What polkit's rules see of a call: `verb`, `sandbox` (namespace/name)
 /// and `sandbox_id` (empty for Create).
-fn polkit_details(verb: &str, pod: String, id: &str) -> Vec<(&'static str, String)> {
+/// CRI metadata is opaque and may hold '/': `sandbox` escapes it ('%' and
+/// '/' as %25 and %2F) so that "team-a/" can only ever be namespace team-a;
+/// `namespace` and `name` carry the exact strings.
+fn polkit_details(
+    verb: &str,
+    namespace: &str,
+    name: &str,
+    id: &str,
+) -> Vec<(&'static str, String)> {
+    let esc = |s: &str| s.replace('%', "%25").replace('/', "%2F");
     vec![
         ("verb", verb.to_owned()),
-        ("sandbox", pod),
+        ("sandbox", format!("{}/{}", esc(namespace), esc(name))),
+        ("namespace", namespace.to_owned()),
+        ("name", name.to_owned()),
         ("sandbox_id", id.to_owned()),
     ]
 }
@@ -54,6 +72,17 @@ pub struct Service {
     conn: Connection,
     /// Mutating operations in flight; shutdown waits for them.
     inflight: tokio::sync::watch::Sender<usize>,
+    callers: callers::Callers,
+    waiters: AtomicUsize,
+}
+
+/// Counts one Wait in flight while it lives.
+struct WaitSlot<'a>(&'a AtomicUsize);
+
+impl Drop for WaitSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Service {
@@ -108,17 +137,16 @@ impl Service {
 
     /// polkit check for `verb` on the sandbox `id` (as the caller wrote it;
     /// an unknown id is checked all the same, the lookup fails afterwards).
-    /// Rules see the details: `verb`, `sandbox` (namespace/name) and
-    /// `sandbox_id`, so a site may grant a group one namespace only.
+    /// Rules see the details (`polkit_details`), so a site may grant a
+    /// group one namespace only.
     async fn authorize(&self, hdr: &Header<'_>, verb: &str, id: &str) -> Result<()> {
         self.auth
-            .check(hdr, verb, || {
-                let pod = self
-                    .lifecycle
-                    .resolve(id)
-                    .map(|e| e.with(|sb| format!("{}/{}", sb.config.namespace, sb.config.name)))
-                    .unwrap_or_else(|_| id.to_owned());
-                polkit_details(verb, pod, id)
+            .check(hdr, verb, || match self.lifecycle.resolve(id) {
+                Ok(e) => {
+                    e.with(|sb| polkit_details(verb, &sb.config.namespace, &sb.config.name, id))
+                }
+                // Unknown: no pod to name; the lookup fails after.
+                Err(_) => polkit_details(verb, "", "", id),
             })
             .await
     }
@@ -134,7 +162,7 @@ impl Service {
     ) -> Result<(String, OwnedObjectPath), BusError> {
         self.auth
             .check(hdr, "Create", || {
-                polkit_details("Create", format!("{namespace}/{name}"), "")
+                polkit_details("Create", &namespace, &name, "")
             })
             .await?;
         let config = options::config_from_options(name, namespace, uid, attempt, &options)?;
@@ -194,9 +222,50 @@ impl Service {
         Ok(())
     }
 
+    /// Wait until the sandbox leaves READY. Ends early, unanswered, when
+    /// the caller disconnects.
+    pub async fn wait(&self, hdr: &Header<'_>, id: &str) -> Result<Exit, BusError> {
+        let n = self.waiters.fetch_add(1, Ordering::AcqRel);
+        let _slot = WaitSlot(&self.waiters);
+        if n >= MAX_WAITERS {
+            return Err(BusError::limits_exceeded(format!(
+                "{MAX_WAITERS} Wait calls are in flight already; try again later"
+            )));
+        }
+        let Some(caller) = hdr.sender() else {
+            return Ok(self.lifecycle.wait(id).await?);
+        };
+        tokio::select! {
+            exit = self.lifecycle.wait(id) => Ok(exit?),
+            _ = self.callers.gone(caller) => {
+                tracing::debug!(caller = %caller, "Wait({id}): the caller left");
+                Err(Error::internal("the caller disconnected").into())
+            }
+        }
+    }
+
+    pub async fn update_resources(
+        self: &Arc<Self>,
+        hdr: &Header<'_>,
+        id: &str,
+        resources: Resources,
+    ) -> Result<(), BusError> {
+        self.authorize(hdr, "UpdateResources", id).await?;
+        let (this, id) = (self.clone(), id.to_owned());
+        self.detached(async move {
+            this.lifecycle
+                .update_resources(&id, resources)
+                .await
+                .map(drop)
+        })
+        .await?;
+        Ok(())
+    }
+
     pub async fn runtime_status(&self) -> (Vec<(String, bool, String, String)>, Info) {
         let lc = &self.lifecycle;
         let rec = lc.recovery_report();
+        let platform = crate::domain::platform::host();
         let network = match lc.cni.readiness().await {
             Ok(list) => (
                 "NetworkReady".to_owned(),
@@ -266,6 +335,13 @@ impl Service {
                 "runtime_handlers".to_owned(),
                 info_value(lc.settings.runtime_handlers.clone()),
             ),
+            (
+                "waits_in_flight".to_owned(),
+                info_value(self.waiters.load(Ordering::Acquire) as u32),
+            ),
+            ("os".to_owned(), info_value(platform.os)),
+            ("architecture".to_owned(), info_value(platform.architecture)),
+            ("variant".to_owned(), info_value(platform.variant)),
         ]);
         (conditions, info)
     }
@@ -289,7 +365,10 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
     let systemd = Systemd::connect(&conn, unit_tx).await?;
     let store = Store::open(&settings.state_dir)?;
     let (event_tx, event_rx) = mpsc::unbounded_channel();
-    let lifecycle = Arc::new(Lifecycle::new(settings, store, systemd, event_tx)?);
+    let machined = crate::machined::Machined::new(&conn);
+    let lifecycle = Arc::new(Lifecycle::new(
+        settings, store, systemd, machined, event_tx,
+    )?);
     lifecycle.recover().await?;
 
     let service = Arc::new(Service {
@@ -297,6 +376,8 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
         auth: polkit::Authorizer::new(&conn),
         conn: conn.clone(),
         inflight: tokio::sync::watch::Sender::new(0),
+        callers: callers::Callers::new(&conn),
+        waiters: AtomicUsize::new(0),
     });
     let server = conn.object_server();
     let export = |e: zbus::Error| Error::internal(format!("export objects: {e}"));
@@ -339,6 +420,9 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
     // while the daemon already serves (each sandbox under its own lock).
     let lc = lifecycle.clone();
     tokio::spawn(async move { lc.reconcile_networks().await });
+    // Ready pods that machined forgot (it restarted while we were down).
+    let lc = lifecycle.clone();
+    tokio::spawn(async move { lc.reconcile_machines().await });
     Ok((conn, service))
 }
 

@@ -83,8 +83,20 @@ fn get_dict<'a>(key: &str, v: &'a Value<'a>) -> Result<Vec<(String, &'a Value<'a
 }
 
 fn get_resources(key: &str, v: &Value<'_>) -> Result<Resources> {
+    resources_from_pairs(key, get_dict(key, v)?)
+}
+
+/// Resources from a method's own `a{sv}` argument (UpdateResources).
+pub fn resources_from_dict(key: &str, d: &Dict) -> Result<Resources> {
+    resources_from_pairs(key, d.iter().map(|(k, v)| (k.clone(), &**v)))
+}
+
+fn resources_from_pairs<'a>(
+    key: &str,
+    pairs: impl IntoIterator<Item = (String, &'a Value<'a>)>,
+) -> Result<Resources> {
     let mut r = Resources::default();
-    for (k, val) in get_dict(key, v)? {
+    for (k, val) in pairs {
         let field = format!("{key}.{k}");
         match k.as_str() {
             "cpu_period" => r.cpu_period = get_u64(&field, val)?,
@@ -398,6 +410,7 @@ pub fn status_dict(sb: &Sandbox) -> Dict {
     put("network_error", ov(sb.network.error.as_str()));
     put("resolv_conf_path", ov(sb.resolv_conf_path.as_str()));
     put("hostname_path", ov(sb.hostname_path.as_str()));
+    put("machine", ov(sb.machine.as_str()));
     put(
         "dns",
         ov(HashMap::from([

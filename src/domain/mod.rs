@@ -4,7 +4,9 @@
 
 pub mod config;
 pub mod id;
+pub mod machine;
 pub mod network;
+pub mod platform;
 pub mod resources;
 pub mod sandbox;
 pub mod slice;

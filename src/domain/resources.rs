@@ -131,6 +131,32 @@ pub fn scope_properties(resources: &Resources, overhead: &Resources) -> Vec<(&'s
     props
 }
 
+/// systemd's "no limit" for each of the scope's limit properties
+/// (infinity for MemoryMax, CPUQuotaPerSecUSec and TasksMax; "unset" for
+/// CPUWeight).
+const UNSET: u64 = u64::MAX;
+/// Every limit property a pod's scope can have.
+const LIMIT_PROPERTIES: [&str; 4] = ["MemoryMax", "CPUQuotaPerSecUSec", "CPUWeight", "TasksMax"];
+
+/// The properties that take a running pod's scope to `resources` plus
+/// `overhead` (UpdateResources): all four, a limit no longer wanted reset.
+pub fn scope_property_updates(
+    resources: &Resources,
+    overhead: &Resources,
+) -> Vec<(&'static str, u64)> {
+    let set = scope_properties(resources, overhead);
+    LIMIT_PROPERTIES
+        .iter()
+        .map(|name| {
+            let v = set
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(UNSET, |(_, v)| *v);
+            (*name, v)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,6 +206,41 @@ mod tests {
             ..Default::default()
         };
         assert!(scope_properties(&Resources::default(), &o).is_empty());
+    }
+
+    #[test]
+    fn updates_reset_what_is_no_longer_limited() {
+        let r = Resources {
+            memory_limit_in_bytes: 64 << 20,
+            pids_limit: 50,
+            ..Default::default()
+        };
+        assert_eq!(
+            scope_property_updates(&r, &Resources::default()),
+            vec![
+                ("MemoryMax", 64 << 20),
+                ("CPUQuotaPerSecUSec", u64::MAX),
+                ("CPUWeight", u64::MAX),
+                ("TasksMax", 50),
+            ]
+        );
+        let every = scope_property_updates(&Resources::default(), &Resources::default());
+        assert!(every.iter().all(|(_, v)| *v == u64::MAX), "{every:?}");
+        for (name, _) in scope_properties(
+            &Resources {
+                cpu_quota: 50_000,
+                cpu_shares: 100,
+                memory_limit_in_bytes: 64 << 20,
+                pids_limit: 5,
+                ..Default::default()
+            },
+            &Resources::default(),
+        ) {
+            assert!(
+                LIMIT_PROPERTIES.contains(&name),
+                "{name} is reset by updates too"
+            );
+        }
     }
 
     #[test]

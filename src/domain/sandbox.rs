@@ -31,6 +31,10 @@ pub struct Sandbox {
     pub resolv_conf_path: String,
     #[serde(default)]
     pub hostname_path: String,
+    /// The machine name systemd-machined knows the pod by while Ready
+    /// ("" when it is not registered).
+    #[serde(default)]
+    pub machine: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +66,7 @@ impl Sandbox {
             network: PodNetwork::default(),
             resolv_conf_path: String::new(),
             hostname_path: String::new(),
+            machine: String::new(),
         }
     }
 

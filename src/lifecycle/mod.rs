@@ -15,9 +15,10 @@ use crate::cni::{AttachmentStore, Cni};
 use crate::domain::sandbox::{
     id_from_netns_unit, id_from_scope_unit, now_usec, scope_unit_name, PodNetwork,
 };
-use crate::domain::{slice, Sandbox, SandboxConfig, SandboxId, State};
+use crate::domain::{slice, Resources, Sandbox, SandboxConfig, SandboxId, State};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::init_spawn;
+use crate::machined::Machined;
 use crate::pod_files;
 use crate::registry::{Entry, Registry};
 use crate::settings::Settings;
@@ -65,6 +66,29 @@ impl ListFilter {
     }
 }
 
+/// How a sandbox left READY: what Wait returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exit {
+    /// 0 when stopped through podscope (Stop, Remove); 1 when it ended any
+    /// other way (its scope stopped outside podscope, `machinectl
+    /// terminate`, a failed Start): `reason` says how.
+    pub status: u32,
+    /// µs since the epoch.
+    pub finished_at: u64,
+    pub reason: String,
+}
+
+impl Exit {
+    /// The exit of a sandbox that is no longer (or never got) ready.
+    pub fn of(sb: &Sandbox) -> Option<Exit> {
+        (sb.state == State::NotReady).then(|| Exit {
+            status: u32::from(!sb.reason.is_empty()),
+            finished_at: sb.finished_at,
+            reason: sb.reason.clone(),
+        })
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct RecoveryReport {
     pub recovered: usize,
@@ -78,6 +102,7 @@ pub struct Lifecycle {
     pub settings: Settings,
     store: Store,
     systemd: Systemd,
+    machined: Machined,
     registry: Registry,
     events: mpsc::UnboundedSender<Event>,
     recovery: Mutex<RecoveryReport>,
@@ -100,6 +125,7 @@ impl Lifecycle {
         settings: Settings,
         store: Store,
         systemd: Systemd,
+        machined: Machined,
         events: mpsc::UnboundedSender<Event>,
     ) -> Result<Self> {
         Ok(Lifecycle {
@@ -110,6 +136,7 @@ impl Lifecycle {
             settings,
             store,
             systemd,
+            machined,
             registry: Registry::default(),
             events,
             recovery: Mutex::new(RecoveryReport::default()),
@@ -342,6 +369,9 @@ impl Lifecycle {
         next.state = State::Ready;
         next.started_at = now_usec();
         next.init_pid = pid;
+        // Recorded with the Ready checkpoint, so Stop knows what to
+        // unregister even after a daemon restart.
+        next.machine = self.machined.register(&next).await;
         Ok((next, t_net, t_init))
     }
 
@@ -422,6 +452,8 @@ impl Lifecycle {
         let t0 = Instant::now();
         let unit = sb.unit();
         if sb.state == State::Ready {
+            // Before the scope goes, so machined never shows a dead pod.
+            self.machined.unregister(&sb).await;
             self.stop_scope(&sb.id, &unit).await?;
         }
         let t_scope = t0.elapsed();
@@ -445,6 +477,7 @@ impl Lifecycle {
             next.finished_at = now_usec();
             next.init_pid = 0;
             next.reason = reason.to_owned();
+            next.machine.clear();
         }
         match &net {
             Ok(()) => {
@@ -548,6 +581,7 @@ impl Lifecycle {
                     sb.state = State::NotReady;
                     sb.finished_at = now_usec();
                     sb.init_pid = 0;
+                    sb.machine.clear();
                     sb.reason = "scope ended while podscoped was not running".into();
                     self.store.save(&sb)?;
                     info!(sandbox_id = %sb.id, unit = %unit, "sandbox {}: scope ended while podscoped was down; not ready", sb.id);
@@ -635,6 +669,92 @@ impl Lifecycle {
         };
         if let Err(e) = r {
             tracing::error!(sandbox_id = %id, unit = %unit, "sandbox {id}: stopping {unit} at recovery failed: {e}");
+        }
+    }
+
+    /// Block until the sandbox is no longer ready (or never will be: a
+    /// created one waits for its Start and then its end). Answers at once
+    /// for a stopped sandbox; NotFound if it is removed before it stopped.
+    pub async fn wait(&self, id: &str) -> Result<Exit> {
+        let entry = self.resolve(id)?;
+        let mut changes = entry.changes();
+        loop {
+            if let Some(exit) = entry.with(Exit::of) {
+                return Ok(exit);
+            }
+            if entry.is_removed() || changes.changed().await.is_err() {
+                return Err(Error::not_found(format!(
+                    "sandbox {} was removed while waited for",
+                    entry.id
+                )));
+            }
+        }
+    }
+
+    /// New pod-level resources: applied to a ready pod's scope at once
+    /// (SetUnitProperties), kept for Start in a created one, and recorded.
+    pub async fn update_resources(&self, id: &str, resources: Resources) -> Result<Arc<Entry>> {
+        resources.validate("resources")?;
+        let entry = self.resolve(id)?;
+        let _op = entry.op.lock().await;
+        if entry.is_removed() {
+            return Err(Error::not_found(format!("no sandbox with id {id}")));
+        }
+        let sb = entry.snapshot();
+        if sb.state == State::NotReady {
+            return Err(Error::invalid_state(format!(
+                "sandbox {} is stopped; its resources cannot change",
+                sb.id
+            )));
+        }
+        if sb.state == State::Ready {
+            let unit = sb.unit();
+            let props =
+                crate::domain::resources::scope_property_updates(&resources, &sb.config.overhead)
+                    .into_iter()
+                    .map(|(k, v)| (k, Prop::U64(v)))
+                    .collect();
+            self.systemd
+                .set_properties(&unit, props)
+                .await
+                .with_context(|| format!("sandbox {}: update resources of {unit}", sb.id))?;
+        }
+        let mut next = sb.clone();
+        next.config.resources = resources;
+        self.persist(&entry, next)
+            .with_context(|| format!("sandbox {}: update resources: save checkpoint", sb.id))?;
+        info!(sandbox_id = %sb.id, "sandbox {}: resources updated", sb.id);
+        self.emit(Event::Changed(sb.id.clone()));
+        Ok(entry.clone())
+    }
+
+    /// After recovery: every Ready pod registered with machined again where
+    /// machined lost it (it restarted, or was installed, while podscoped
+    /// was down). Each pod under its lock; a pod that stopped meanwhile is
+    /// left alone.
+    pub async fn reconcile_machines(&self) {
+        for entry in self.list(&ListFilter {
+            state: Some(State::Ready),
+            ..Default::default()
+        }) {
+            let _op = entry.op.lock().await;
+            let sb = entry.snapshot();
+            if entry.is_removed() || sb.state != State::Ready {
+                continue;
+            }
+            if !sb.machine.is_empty() && self.machined.is_registered(&sb).await {
+                continue;
+            }
+            let mut next = sb.clone();
+            next.machine = self.machined.register(&sb).await;
+            if next.machine != sb.machine {
+                info!(sandbox_id = %sb.id, machine = %next.machine,
+                      "sandbox {}: registered with systemd-machined again as {:?}", sb.id, next.machine);
+                if let Err(e) = self.persist(&entry, next) {
+                    warn!(sandbox_id = %sb.id, "sandbox {}: {e}", sb.id);
+                }
+                self.emit(Event::Changed(sb.id.clone()));
+            }
         }
     }
 

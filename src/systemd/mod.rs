@@ -162,6 +162,19 @@ impl Systemd {
         self.wait_job(unit, "start", &job, timeout).await
     }
 
+    /// Change a running unit's properties (not persisted by systemd: the
+    /// unit is transient and podscope keeps its own record).
+    pub async fn set_properties(&self, unit: &str, props: Vec<(&str, Prop)>) -> Result<()> {
+        let props: Vec<(String, OwnedValue)> = props
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.into_value()))
+            .collect();
+        self.manager
+            .set_unit_properties(unit.to_owned(), true, props)
+            .await
+            .map_err(|e| bus_err(&format!("SetUnitProperties {unit}"), e))
+    }
+
     /// Start a unit and wait for it to be up (already up is fine).
     pub async fn start_unit(&self, unit: &str, timeout: Duration) -> Result<()> {
         let job = self

@@ -188,6 +188,11 @@ async fn polkit_rules_see_which_pod_a_call_is_about() {
     let (rc, _, err) = as_nobody("podscopectl create other --namespace default --host-network");
     assert_ne!(rc, 0, "nobody created a pod outside polkit-ns");
     assert!(err.contains("not authorized"), "{err}");
+    // Namespaces are opaque and may hold '/': "polkit-ns/x" is another
+    // namespace, which the escaped "sandbox" detail keeps out of the prefix.
+    let (rc, _, err) = as_nobody("podscopectl create other --namespace polkit-ns/x --host-network");
+    assert_ne!(rc, 0, "nobody created a pod in namespace polkit-ns/x");
+    assert!(err.contains("not authorized"), "{err}");
 
     // Stop and Remove name the pod by id; the daemon tells polkit which pod.
     let (rc, _, err) = as_nobody(&format!("podscopectl stop {}", &id[..12]));

@@ -1,8 +1,9 @@
 //! What real clients send and use: opaque CRI metadata over D-Bus.
 
 use crate::common::*;
-use podscope::client::{dict_str, dict_strs};
+use podscope::client::{dict_str, dict_strs, dict_u64};
 use std::collections::HashMap;
+use std::time::Duration;
 use zbus::zvariant::Value;
 
 /// Names, namespaces, uids, labels and annotations are opaque: what
@@ -85,4 +86,316 @@ async fn cri_metadata_is_opaque_over_dbus() {
     assert_eq!(found.len(), 1);
     assert_eq!(dict_strs(&st, "ips").len(), 1, "a pod-network IP");
     m.remove(&id).await.unwrap();
+}
+
+fn machines() -> String {
+    sh("machinectl list --no-legend --no-pager")
+}
+
+/// A ready pod is a machine: listed with its address, terminated like a
+/// `systemctl stop`, unregistered on Stop.
+#[tokio::test(flavor = "multi_thread")]
+async fn ready_pods_are_machines() {
+    let (m, _) = manager().await;
+    let name = uniq("Machine.Pod");
+    let uid = "0c8a3f3e-1b2c-4d5e-8f90-a1b2c3d4e5f6";
+    let (id, _) = m
+        .create(&name, "machined-ns", uid, 0, HashMap::new())
+        .await
+        .unwrap();
+    m.start(&id).await.unwrap();
+    let st = m.status(&id).await.unwrap();
+    let machine = dict_str(&st, "machine");
+    assert_eq!(
+        machine,
+        format!("machined-ns-{}", name.to_lowercase().replace('.', "-"))
+    );
+    let ip = dict_strs(&st, "ips")[0].clone();
+    let status = sh(&format!("machinectl status --no-pager {machine}"));
+    assert!(
+        status.contains(&format!("Leader: {}", dict_u64(&st, "init_pid"))),
+        "{status}"
+    );
+    assert!(status.contains("class container"), "{status}");
+    assert!(
+        status.contains(&ip),
+        "machined reads the pod's address: {status}"
+    );
+    assert!(status.contains(&format!("podscope-{id}.scope")), "{status}");
+    // The uid (a UUID) is the machine id.
+    assert_eq!(
+        sh(&format!("busctl get-property org.freedesktop.machine1 $(busctl call org.freedesktop.machine1 /org/freedesktop/machine1 org.freedesktop.machine1.Manager GetMachine s {machine} | cut -d'\"' -f2) org.freedesktop.machine1.Machine Id")),
+        "ay 16 12 138 63 62 27 44 77 94 143 144 161 178 195 212 229 246\n"
+    );
+    // Stop unregisters.
+    m.stop(&id).await.unwrap();
+    assert!(!machines().contains(&machine), "{}", machines());
+    assert_eq!(dict_str(&m.status(&id).await.unwrap(), "machine"), "");
+    m.remove(&id).await.unwrap();
+
+    // machinectl terminate is a stop from outside: not ready, with a reason.
+    let (id, _) = m
+        .create(&name, "machined-ns", uid, 1, HashMap::new())
+        .await
+        .unwrap();
+    m.start(&id).await.unwrap();
+    let machine = dict_str(&m.status(&id).await.unwrap(), "machine");
+    assert!(machines().contains(&machine));
+    assert_eq!(sh_status(&format!("machinectl terminate {machine}")), 0);
+    let st = wait_state(&m, &id, "notready", Duration::from_secs(10)).await;
+    assert!(
+        dict_str(&st, "reason").contains("outside podscope"),
+        "{st:?}"
+    );
+    m.remove(&id).await.unwrap();
+}
+
+/// Two pods whose names become the same machine name: the second gets the
+/// name with its id.
+#[tokio::test(flavor = "multi_thread")]
+async fn machine_names_stay_unique() {
+    let (m, _) = manager().await;
+    let base = uniq("twin");
+    let mut ids = Vec::new();
+    for name in [format!("{base}.a"), format!("{base}-a")] {
+        let (id, _) = m.create(&name, "ns", "u", 0, HashMap::new()).await.unwrap();
+        m.start(&id).await.unwrap();
+        ids.push(id);
+    }
+    let first = dict_str(&m.status(&ids[0]).await.unwrap(), "machine");
+    let second = dict_str(&m.status(&ids[1]).await.unwrap(), "machine");
+    assert_eq!(first, format!("ns-{}-a", base.to_lowercase()));
+    assert_eq!(second, format!("{first}-{}", &ids[1][..12]));
+    for id in ids {
+        m.remove(&id).await.unwrap();
+    }
+}
+
+/// Wait: many waiters, answered when the pod stops (0 for a Stop), at once
+/// for a stopped pod, 1 with the reason when the scope was stopped
+/// outside; a waiter that hangs up leaves nothing behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn wait_returns_when_the_pod_stops() {
+    let (m, _) = manager().await;
+    let (id, _) = m
+        .create(
+            &uniq("wait"),
+            "default",
+            "u",
+            0,
+            opts(&[("network", Value::from("host"))]),
+        )
+        .await
+        .unwrap();
+    m.start(&id).await.unwrap();
+    let conn = podscope::client::system_connection(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let waiters: Vec<_> = (0..5)
+        .map(|_| {
+            let (conn, id) = (conn.clone(), id.clone());
+            tokio::spawn(async move {
+                let m = podscope::client::ManagerProxy::new(&conn).await.unwrap();
+                m.wait(&id).await
+            })
+        })
+        .collect();
+    // A waiter that hangs up: busctl killed by its timeout.
+    let (rc, _, err) = sh_out(&format!(
+        "busctl --timeout=1 call org.podscope.Sandbox1 /org/podscope/Sandbox1 org.podscope.Sandbox1.Manager Wait s {id}"
+    ));
+    assert_ne!(rc, 0, "Wait returned while the pod is ready");
+    assert!(
+        err.contains("Connection timed out") || err.contains("timeout"),
+        "{err}"
+    );
+    // busctl is gone: its Wait ends; ours go on.
+    let in_flight = || async {
+        let (_, info) = m.runtime_status().await.unwrap();
+        dict_u64(&info, "waits_in_flight")
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while in_flight().await != 5 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} waits in flight",
+            in_flight().await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        waiters.iter().all(|w| !w.is_finished()),
+        "a waiter returned early"
+    );
+    m.stop(&id).await.unwrap();
+    let stopped_at = dict_u64(&m.status(&id).await.unwrap(), "finished_at");
+    for w in waiters {
+        let (status, finished_at, reason) = w.await.unwrap().unwrap();
+        assert_eq!((status, finished_at, reason.as_str()), (0, stopped_at, ""));
+    }
+    assert_eq!(in_flight().await, 0);
+    // Stopped already: at once.
+    assert_eq!(m.wait(&id).await.unwrap().0, 0);
+    m.remove(&id).await.unwrap();
+    let (k, msg) = podscope::client::classify(&m.wait(&id).await.unwrap_err());
+    assert_eq!(k, podscope::ErrorKind::NotFound, "{msg}");
+
+    // Ended outside podscope: 1, and the reason.
+    let (id, _) = m
+        .create(
+            &uniq("wait-out"),
+            "default",
+            "u",
+            0,
+            opts(&[("network", Value::from("host"))]),
+        )
+        .await
+        .unwrap();
+    m.start(&id).await.unwrap();
+    let waiter = {
+        let (conn, id) = (conn.clone(), id.clone());
+        tokio::spawn(async move {
+            let m = podscope::client::ManagerProxy::new(&conn).await.unwrap();
+            m.wait(&id).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(sh_status(&format!("systemctl stop podscope-{id}.scope")), 0);
+    let (status, _, reason) = waiter.await.unwrap().unwrap();
+    assert_eq!(status, 1);
+    assert!(reason.contains("outside podscope"), "{reason}");
+    m.remove(&id).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn platform_names_the_node() {
+    let (m, _) = manager().await;
+    let (os, arch, variant) = m.platform().await.unwrap();
+    assert_eq!(os, "linux");
+    let want = match std::env::consts::ARCH {
+        "x86_64" => ("amd64", ""),
+        "aarch64" => ("arm64", "v8"),
+        other => panic!("no expectation for {other}"),
+    };
+    assert_eq!((arch.as_str(), variant.as_str()), want);
+    let (_, info) = m.runtime_status().await.unwrap();
+    assert_eq!(
+        (
+            dict_str(&info, "os"),
+            dict_str(&info, "architecture"),
+            dict_str(&info, "variant")
+        ),
+        (os, arch, variant)
+    );
+}
+
+/// UpdateResources changes a ready pod's scope (systemctl show), is kept in
+/// Status, resets a limit left out, and is refused for a stopped pod.
+#[tokio::test(flavor = "multi_thread")]
+async fn update_resources_changes_the_running_pod() {
+    let (m, _) = manager().await;
+    let res = |mem: u64, quota: i64, pids: u64| {
+        let mut d: HashMap<&str, Value> = HashMap::new();
+        if mem > 0 {
+            d.insert("memory_limit_in_bytes", Value::from(mem));
+        }
+        if quota > 0 {
+            d.insert("cpu_quota", Value::from(quota));
+            d.insert("cpu_period", Value::from(100_000u64));
+        }
+        if pids > 0 {
+            d.insert("pids_limit", Value::from(pids));
+        }
+        d
+    };
+    let (id, _) = m
+        .create(
+            &uniq("upd"),
+            "default",
+            "u",
+            0,
+            opts(&[
+                ("network", Value::from("host")),
+                ("resources", Value::from(res(64 << 20, 0, 0))),
+            ]),
+        )
+        .await
+        .unwrap();
+    // Created: recorded, applied by Start.
+    m.update_resources(&id, res(96 << 20, 0, 0)).await.unwrap();
+    m.start(&id).await.unwrap();
+    let show = |p: &str| sh(&format!("systemctl show -P {p} podscope-{id}.scope"));
+    assert_eq!(show("MemoryMax"), format!("{}\n", 96u64 << 20));
+    m.update_resources(&id, res(128 << 20, 50_000, 42))
+        .await
+        .unwrap();
+    assert_eq!(show("MemoryMax"), format!("{}\n", 128u64 << 20));
+    assert_eq!(show("CPUQuotaPerSecUSec"), "500ms\n");
+    assert_eq!(show("TasksMax"), "42\n");
+    let st = m.status(&id).await.unwrap();
+    let r: HashMap<String, u64> = st["resources"].clone().try_into().unwrap();
+    assert_eq!(
+        (r["memory_limit_in_bytes"], r["cpu_quota"], r["pids_limit"]),
+        (128 << 20, 50_000, 42)
+    );
+    // Left out: no limit any more.
+    m.update_resources(&id, res(0, 0, 42)).await.unwrap();
+    assert_eq!(show("MemoryMax"), "infinity\n");
+    assert_eq!(show("CPUQuotaPerSecUSec"), "infinity\n");
+    // Bad values are named; a stopped pod is InvalidState.
+    let (k, msg) =
+        podscope::client::classify(&m.update_resources(&id, res(4096, 0, 0)).await.unwrap_err());
+    assert_eq!(k, podscope::ErrorKind::InvalidArgument);
+    assert!(msg.starts_with("resources.memory_limit_in_bytes"), "{msg}");
+    m.stop(&id).await.unwrap();
+    let (k, _) =
+        podscope::client::classify(&m.update_resources(&id, res(0, 0, 1)).await.unwrap_err());
+    assert_eq!(k, podscope::ErrorKind::InvalidState);
+    m.remove(&id).await.unwrap();
+}
+
+/// Without machined (systemd-container not installed: its bus name cannot
+/// be activated), pods work and the journal says so once.
+#[tokio::test(flavor = "multi_thread")]
+async fn pods_work_without_machined() {
+    const ACTIVATION: &str = "/usr/share/dbus-1/system-services/org.freedesktop.machine1.service";
+    const HIDDEN: &str = "/run/podscope-test/machine1.service";
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            sh(&format!("mv {HIDDEN} {ACTIVATION}; busctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus ReloadConfig"));
+        }
+    }
+    sh(&format!("mkdir -p /run/podscope-test && mv {ACTIVATION} {HIDDEN} && busctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus ReloadConfig && systemctl stop systemd-machined"));
+    let _restore = Restore;
+    daemon("restart");
+    let since = sh("date '+%Y-%m-%d %H:%M:%S.%N' | cut -c1-26");
+    let (m, _) = manager().await;
+    let mut ids = Vec::new();
+    for i in 0..2 {
+        let (id, _) = m
+            .create(
+                &uniq(&format!("nomachined{i}")),
+                "default",
+                "u",
+                0,
+                HashMap::new(),
+            )
+            .await
+            .unwrap();
+        m.start(&id).await.unwrap();
+        let st = m.status(&id).await.unwrap();
+        assert_eq!(dict_str(&st, "state"), "ready");
+        assert_eq!(dict_str(&st, "machine"), "");
+        ids.push(id);
+    }
+    let said = sh(&format!(
+        "journalctl -u podscoped --since '{}' --no-pager -o cat | grep -c 'systemd-machined is not available' || true",
+        since.trim()
+    ));
+    assert_eq!(said.trim(), "1", "said once");
+    for id in ids {
+        m.stop(&id).await.unwrap();
+        m.remove(&id).await.unwrap();
+    }
 }

@@ -5,6 +5,7 @@ set -euo pipefail
 PKGS=(systemd dbus dbus-daemon polkitd iproute2 util-linux pkg-config procps
       containernetworking-plugins iptables
       jq                 # JSON from crictl in make conformance
+      systemd-container  # systemd-machined: pods in machinectl
       protobuf-compiler  # protoc, for the CRI bindings (k8s-cri)
       python3-minimal    # a worker process in the CRI stats test
       debhelper lintian rpm)  # make deb, make rpm (rpmbuild) and their tests
