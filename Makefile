@@ -142,7 +142,7 @@ demo: deps build
 	tests/harness/harness.sh run tests/harness/demo.sh
 
 bench: deps build
-	tests/harness/harness.sh run $(RELEASE)/podscope-bench
+	CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" tests/harness/harness.sh run $(RELEASE)/podscope-bench
 
 # Binary packages, built from packaging/ into target/deb and target/rpm.
 deb: deps build

@@ -289,7 +289,7 @@ impl Lifecycle {
         }
         let t0 = Instant::now();
         match self.start_steps(&sb).await {
-            Ok((next, t_net, t_init)) => {
+            Ok((next, t)) => {
                 let unit = next.unit();
                 let pid = next.init_pid;
                 if let Err(e) = self.persist(&entry, next) {
@@ -297,11 +297,13 @@ impl Lifecycle {
                     self.fail_start(&entry, &e).await;
                     return Err(e);
                 }
+                let us = |d: std::time::Duration| d.as_micros() as u64;
                 info!(sandbox_id = %sb.id, unit = %unit, init_pid = pid,
-                      network_us = t_net.as_micros() as u64,
-                      init_us = (t_init - t_net).as_micros() as u64,
-                      scope_us = (t0.elapsed() - t_init).as_micros() as u64,
-                      total_us = t0.elapsed().as_micros() as u64, "sandbox {} started in {unit}", sb.id);
+                      network_us = us(t.network),
+                      init_us = us(t.init - t.network),
+                      scope_us = us(t.scope - t.init),
+                      machine_us = us(t.machine - t.scope),
+                      total_us = us(t0.elapsed()), "sandbox {} started in {unit}", sb.id);
                 self.emit(Event::Changed(sb.id.clone()));
                 Ok(entry.clone())
             }
@@ -312,12 +314,9 @@ impl Lifecycle {
         }
     }
 
-    /// Start's steps; returns the Ready record and the times at which the
-    /// network and the init were done. Undoes its own init and scope.
-    async fn start_steps(
-        &self,
-        sb: &Sandbox,
-    ) -> Result<(Sandbox, std::time::Duration, std::time::Duration)> {
+    /// Start's steps; returns the Ready record and when each step was done.
+    /// Undoes its own init and scope.
+    async fn start_steps(&self, sb: &Sandbox) -> Result<(Sandbox, StartTimes)> {
         let t0 = Instant::now();
         let ctx = |step: &str| format!("sandbox {}: start: {step}", sb.id);
         let unit = sb.unit();
@@ -366,13 +365,20 @@ impl Lifecycle {
                 .await;
             return Err(e.context(ctx("create scope")));
         }
+        let t_scope = t0.elapsed();
         next.state = State::Ready;
         next.started_at = now_usec();
         next.init_pid = pid;
         // Recorded with the Ready checkpoint, so Stop knows what to
         // unregister even after a daemon restart.
         next.machine = self.machined.register(&next).await;
-        Ok((next, t_net, t_init))
+        let times = StartTimes {
+            network: t_net,
+            init: t_init,
+            scope: t_scope,
+            machine: t0.elapsed(),
+        };
+        Ok((next, times))
     }
 
     /// A Start that failed leaves nothing running: no scope, no network, no
@@ -800,6 +806,14 @@ impl Lifecycle {
             warn!(sandbox_id = %id, unit = %ev.unit, "sandbox {id}: marking it not ready failed: {e}");
         }
     }
+}
+
+/// When each of Start's steps was done, from its beginning.
+struct StartTimes {
+    network: std::time::Duration,
+    init: std::time::Duration,
+    scope: std::time::Duration,
+    machine: std::time::Duration,
 }
 
 fn kill_pid(pid: u32) {
