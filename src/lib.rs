@@ -11,6 +11,7 @@ pub mod init_spawn;
 pub mod lifecycle;
 pub mod logging;
 pub mod machined;
+pub mod netns;
 pub mod pod_files;
 pub mod registry;
 pub mod settings;

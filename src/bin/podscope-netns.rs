@@ -1,6 +1,8 @@
 //! podscope-netns: creates and removes a pod's network namespace, pinned at
 //! /run/netns/podscope-<id> (the iproute2 convention, so `ip netns` sees it).
 //! Run by `podscope-netns@<id>.service`: `add` on start, `del` on stop.
+//! `add` pins the namespace podscoped handed off for the pod (it made it
+//! and runs CNI ADD in it meanwhile: see `podscope::netns`), else a new one.
 //!
 //! A separate short-lived process on purpose: unshare(CLONE_NEWNET) must not
 //! run in the multi-threaded daemon, and a unit makes the namespace visible
@@ -10,6 +12,7 @@ use podscope::domain::sandbox::{netns_path_of, NETNS_DIR};
 use podscope::domain::SandboxId;
 use std::ffi::CString;
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::process::exit;
 
 fn die(what: &str) -> ! {
@@ -65,31 +68,30 @@ fn prepare_dir() {
     }
 }
 
-fn loopback_up() {
-    // SAFETY: socket/ioctl on a zeroed ifreq we own.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            die("socket for loopback");
-        }
-        let mut ifr: libc::ifreq = std::mem::zeroed();
-        for (i, b) in b"lo".iter().enumerate() {
-            ifr.ifr_name[i] = *b as libc::c_char;
-        }
-        if libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut ifr) < 0 {
-            die("get loopback flags");
-        }
-        ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        if libc::ioctl(fd, libc::SIOCSIFFLAGS, &ifr) < 0 {
-            die("bring loopback up");
-        }
-        libc::close(fd);
-    }
-}
-
-fn add(path: &str) {
+fn add(id: &str, path: &str) {
     prepare_dir();
     let p = cstr(path);
+    if let Some(ns) = podscope::netns::take_handoff(id) {
+        // SAFETY: open/close with a valid C string.
+        unsafe {
+            let fd = libc::open(
+                p.as_ptr(),
+                libc::O_RDONLY | libc::O_CREAT | libc::O_CLOEXEC,
+                0o444,
+            );
+            if fd < 0 {
+                die(&format!("create {path}"));
+            }
+            libc::close(fd);
+        }
+        let src = cstr(&format!("/proc/self/fd/{}", ns.as_raw_fd()));
+        if !mount(&src, &p, libc::MS_BIND) {
+            // SAFETY: unlink with a valid C string.
+            let _ = unsafe { libc::unlink(p.as_ptr()) };
+            die(&format!("pin the handed-off namespace at {path}"));
+        }
+        return;
+    }
     // SAFETY: single-threaded; open/unshare/mount with valid arguments.
     unsafe {
         let fd = libc::open(
@@ -105,7 +107,11 @@ fn add(path: &str) {
             let _ = libc::unlink(p.as_ptr());
             die("unshare network namespace");
         }
-        loopback_up();
+        if let Err(e) = podscope::netns::loopback_up() {
+            let _ = libc::unlink(p.as_ptr());
+            let _ = writeln!(std::io::stderr(), "podscope-netns: bring loopback up: {e}");
+            exit(1)
+        }
         if !mount(&cstr("/proc/self/ns/net"), &p, libc::MS_BIND) {
             let _ = libc::unlink(p.as_ptr());
             die(&format!("pin the namespace at {path}"));
@@ -146,7 +152,7 @@ fn main() {
         }
     };
     match verb {
-        "add" => add(&path),
+        "add" => add(id, &path),
         _ => del(&path),
     }
 }

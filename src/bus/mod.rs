@@ -416,6 +416,7 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
     conn.request_name_with_flags(BUS_NAME, zbus::fdo::RequestNameFlags::DoNotQueue.into())
         .await
         .map_err(|e| Error::internal(format!("take bus name {BUS_NAME}: {e}")))?;
+    lifecycle.listen_for_handoffs();
     // CNI DELs owed since the last run: plugins may be slow, so this runs
     // while the daemon already serves (each sandbox under its own lock).
     let lc = lifecycle.clone();

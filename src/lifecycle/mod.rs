@@ -19,6 +19,7 @@ use crate::domain::{slice, Resources, Sandbox, SandboxConfig, SandboxId, State};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::init_spawn;
 use crate::machined::Machined;
+use crate::netns::{Handoffs, HeldNetns};
 use crate::pod_files;
 use crate::registry::{Entry, Registry};
 use crate::settings::Settings;
@@ -103,6 +104,10 @@ pub struct Lifecycle {
     store: Store,
     systemd: Systemd,
     machined: Machined,
+    /// Namespaces the daemon made, offered to their netns units to pin.
+    /// Unset until the daemon listens (after it owns its bus name), or when
+    /// it cannot: Create then starts the unit before ADD.
+    handoffs: std::sync::OnceLock<Arc<Handoffs>>,
     registry: Registry,
     events: mpsc::UnboundedSender<Event>,
     recovery: Mutex<RecoveryReport>,
@@ -137,10 +142,27 @@ impl Lifecycle {
             store,
             systemd,
             machined,
+            handoffs: std::sync::OnceLock::new(),
             registry: Registry::default(),
             events,
             recovery: Mutex::new(RecoveryReport::default()),
         })
+    }
+
+    /// Serve the netns handoff socket. Only the daemon that owns the bus
+    /// name may: a second one starting would otherwise take the socket
+    /// from the first.
+    pub fn listen_for_handoffs(&self) {
+        let h = Arc::new(Handoffs::default());
+        match h.listen() {
+            Ok(()) => {
+                let _ = self.handoffs.set(h);
+            }
+            Err(e) => warn!(
+                "netns handoff socket {}: {e}; pod networks are set up after their namespace unit starts",
+                crate::netns::HANDOFF_SOCKET
+            ),
+        }
     }
 
     fn emit(&self, ev: Event) {
@@ -250,14 +272,7 @@ impl Lifecycle {
     ) -> Result<()> {
         let id = sb.id.clone();
         if sb.has_netns() {
-            let unit = sb.netns_unit();
-            let t0 = Instant::now();
-            self.systemd
-                .start_unit(&unit, self.settings.start_timeout())
-                .await
-                .with_context(|| format!("sandbox {id}: create: start {unit}"))?;
-            *t_netns = t0.elapsed();
-            sb.network = self.attach_network(sb).await?;
+            sb.network = self.create_network(sb, t_netns).await?;
         }
         let (resolv, hostname) = pod_files::write(&self.settings.run_dir, sb)
             .with_context(|| format!("sandbox {id}: create: pod files"))?;
@@ -266,6 +281,62 @@ impl Lifecycle {
         self.store
             .save(sb)
             .with_context(|| format!("sandbox {id}: create: save checkpoint"))
+    }
+
+    /// The pod's namespace, pinned by its netns unit, with CNI ADD done in
+    /// it. The daemon makes the namespace and runs ADD while the unit pins
+    /// it (the unit's process costs a cgroup migration that ADD need not
+    /// wait for); without the handoff, the unit makes it first.
+    async fn create_network(
+        &self,
+        sb: &Sandbox,
+        t_netns: &mut std::time::Duration,
+    ) -> Result<PodNetwork> {
+        let id = &sb.id;
+        let unit = sb.netns_unit();
+        let start_unit = || async {
+            let t = Instant::now();
+            let r = self
+                .systemd
+                .start_unit(&unit, self.settings.start_timeout())
+                .await
+                .with_context(|| format!("sandbox {id}: create: start {unit}"));
+            (r, t.elapsed())
+        };
+        let Some(handoffs) = self.handoffs.get() else {
+            let (r, t) = start_unit().await;
+            *t_netns = t;
+            r?;
+            return self.attach_network(sb, None).await;
+        };
+        let ctx = || format!("sandbox {id}: create: network namespace");
+        let held = HeldNetns::create().map_err(|e| Error::io(ctx(), e))?;
+        let offer = handoffs
+            .offer(id.as_str(), &held)
+            .map_err(|e| Error::io(ctx(), e))?;
+        let ((pinned, t), added) =
+            tokio::join!(start_unit(), self.attach_network(sb, Some(held.path())));
+        drop(offer);
+        *t_netns = t;
+        match (pinned, added) {
+            (Ok(()), Ok(net)) if held.is_pinned_at(&sb.netns_path()) => Ok(net),
+            (Ok(()), Ok(_)) => {
+                // The helper pinned a namespace of its own (it could not
+                // reach the daemon in time): move the network there.
+                warn!(sandbox_id = %id, "sandbox {id}: {unit} did not take the namespace handed to it; setting the network up again in the one it pinned");
+                self.detach_network_in(id, Some(held.path())).await?;
+                self.attach_network(sb, None).await
+            }
+            (Err(e), Ok(_)) => {
+                // Undo ADD while the namespace is still held.
+                if let Err(de) = self.detach_network_in(id, Some(held.path())).await {
+                    tracing::error!(sandbox_id = %id, "sandbox {id}: undoing ADD after the namespace unit failed: {de}");
+                }
+                Err(e)
+            }
+            // ADD undid itself; the caller stops the unit.
+            (_, Err(e)) => Err(e),
+        }
     }
 
     /// Spawn the init and put it in a new transient scope: Ready.
@@ -339,7 +410,7 @@ impl Lifecycle {
             }
             if !next.network.attached {
                 // Create's ADD was cut short by a restart and undone since.
-                next.network = self.attach_network(sb).await?;
+                next.network = self.attach_network(sb, None).await?;
             }
         }
         let t_net = t0.elapsed();
@@ -463,20 +534,42 @@ impl Lifecycle {
             self.stop_scope(&sb.id, &unit).await?;
         }
         let t_scope = t0.elapsed();
-        let net = if owes_del {
-            self.detach_network(&sb.id).await
+        // DEL runs in the namespace, as plugins that move host devices in
+        // and out need; the daemon holds it open meanwhile, so its pin can
+        // be released at the same time (the netns unit's stop is a process
+        // systemd starts: a cgroup migration and an exec, ~10-20 ms on a
+        // small node, no longer added to DEL's time).
+        let held = if owes_del && sb.has_netns() {
+            HeldNetns::open(&sb.netns_path())
         } else {
-            Ok(())
+            None
         };
-        let t_net = t0.elapsed();
-        if sb.has_netns() {
-            let netns = sb.netns_unit();
-            self.systemd
-                .stop_unit(&netns, self.settings.stop_timeout())
-                .await
-                .with_context(|| format!("sandbox {}: stop: stop {netns}", sb.id))?;
-        }
-        let t_netns = t0.elapsed();
+        let del = async {
+            let t = Instant::now();
+            let r = if owes_del {
+                self.detach_network_in(&sb.id, held.as_ref().map(HeldNetns::path))
+                    .await
+            } else {
+                Ok(())
+            };
+            (r, t.elapsed())
+        };
+        let unpin = async {
+            let t = Instant::now();
+            let r = if sb.has_netns() {
+                let netns = sb.netns_unit();
+                self.systemd
+                    .stop_unit(&netns, self.settings.stop_timeout())
+                    .await
+                    .with_context(|| format!("sandbox {}: stop: stop {netns}", sb.id))
+            } else {
+                Ok(())
+            };
+            (r, t.elapsed())
+        };
+        let ((net, t_del), (unpinned, t_unpin)) = tokio::join!(del, unpin);
+        drop(held);
+        unpinned?;
         let mut next = sb.clone();
         if sb.state != State::NotReady {
             next.state = State::NotReady;
@@ -498,8 +591,8 @@ impl Lifecycle {
             .with_context(|| format!("sandbox {}: stop: save checkpoint", sb.id))?;
         info!(sandbox_id = %sb.id, unit = %unit,
               scope_us = t_scope.as_micros() as u64,
-              network_us = (t_net - t_scope).as_micros() as u64,
-              netns_us = (t_netns - t_net).as_micros() as u64,
+              network_us = t_del.as_micros() as u64,
+              netns_us = t_unpin.as_micros() as u64,
               elapsed_us = t0.elapsed().as_micros() as u64, "sandbox {} stopped", sb.id);
         self.emit(Event::Changed(sb.id.clone()));
         net

@@ -17,8 +17,14 @@ use tracing::{error, info, warn};
 impl Lifecycle {
     /// CNI ADD for `sb` (its namespace is up). On failure the ADD is undone
     /// with DEL before the error returns; a DEL that fails too leaves the
-    /// attachment on disk for reconciliation.
-    pub(super) async fn attach_network(&self, sb: &Sandbox) -> Result<PodNetwork> {
+    /// attachment on disk for reconciliation. `netns`: where the plugins
+    /// find the namespace when not at its pin (one the daemon holds); the
+    /// attachment records the pin, for later DELs.
+    pub(super) async fn attach_network(
+        &self,
+        sb: &Sandbox,
+        netns: Option<String>,
+    ) -> Result<PodNetwork> {
         let t0 = Instant::now();
         let ctx = || format!("sandbox {}: network setup", sb.id);
         // A previous ADD for this sandbox that never finished (daemon killed
@@ -52,11 +58,15 @@ impl Lifecycle {
         let _no_gc = self.gc_lock.read().await;
         self.attachments.save(&att).with_context(ctx)?;
         let t_add = Instant::now();
-        let added = match self.cni.add(&att).await {
+        let mut run = att.clone();
+        if let Some(path) = &netns {
+            run.netns = path.clone();
+        }
+        let added = match self.cni.add(&run).await {
             Ok(a) => a,
             Err(e) => {
                 // The spec's cleanup for a failed ADD: DEL the whole chain.
-                if let Err(de) = self.detach_network(&sb.id).await {
+                if let Err(de) = self.detach_network_in(&sb.id, netns).await {
                     error!(sandbox_id = %sb.id, "sandbox {}: undoing the failed ADD failed too: {de}", sb.id);
                 }
                 return Err(e.context(ctx()));
@@ -91,6 +101,16 @@ impl Lifecycle {
     /// nothing owed. On failure the error is written into the attachment
     /// (it stays for a retry).
     pub(super) async fn detach_network(&self, id: &SandboxId) -> Result<()> {
+        self.detach_network_in(id, None).await
+    }
+
+    /// `detach_network`, with the plugins given `netns` (a held namespace's
+    /// path) instead of the cached one.
+    pub(super) async fn detach_network_in(
+        &self,
+        id: &SandboxId,
+        netns: Option<String>,
+    ) -> Result<()> {
         let Some(mut att) = self
             .attachments
             .load(id)
@@ -99,7 +119,15 @@ impl Lifecycle {
             return Ok(());
         };
         let t0 = Instant::now();
-        match self.cni.del(&att).await {
+        let del = match netns {
+            Some(path) => {
+                let mut held = att.clone();
+                held.netns = path;
+                self.cni.del(&held).await
+            }
+            None => self.cni.del(&att).await,
+        };
+        match del {
             Ok(plugin_times) => {
                 self.attachments
                     .delete(id)

@@ -764,3 +764,112 @@ async fn ready_pods_are_checked_after_a_restart() {
     })
     .await;
 }
+
+/// Stop runs DEL inside the pod's namespace while it still holds the pod's
+/// interface (plugins that move host devices in and out need it), even
+/// though its pin is released at the same time; afterwards it is gone.
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_runs_del_in_the_live_namespace() {
+    let log = fresh_fixture_log("delns");
+    let dir = cni_conf_dir(
+        "delns",
+        &[(
+            "10-delns.conflist",
+            bridge_conflist(
+                "delns-net",
+                "podscope6",
+                "10.246.0.0/24",
+                Some(&format!(r#""mode":"pass","log":"{log}""#)),
+            ),
+        )],
+    );
+    with_config(&cni_config(&dir, 5000), || async {
+        let (m, _) = manager().await;
+        let (id, _) = m
+            .create(&uniq("delns"), "default", "u", 0, HashMap::new())
+            .await
+            .unwrap();
+        m.start(&id).await.unwrap();
+        m.stop(&id).await.unwrap();
+        let probe: Vec<String> = fixture_calls("delns")
+            .into_iter()
+            .filter(|c| c.starts_with(&format!("NETNS-AT-DEL {id} ")))
+            .collect();
+        assert_eq!(probe.len(), 1, "{probe:?}");
+        let fields: Vec<&str> = probe[0].split(' ').collect();
+        assert_eq!(fields[2], "nsfs", "a namespace at DEL: {probe:?}");
+        assert!(
+            fields[3].contains("eth0@"),
+            "the pod's veth still there: {probe:?}"
+        );
+        assert!(
+            !std::path::Path::new(&netns_path(&id)).exists(),
+            "pin released"
+        );
+        assert_eq!(
+            sh(&format!(
+                "systemctl is-active podscope-netns@{id}.service || true"
+            )),
+            "inactive\n"
+        );
+        m.remove(&id).await.unwrap();
+    })
+    .await;
+}
+
+/// Create makes the pod's namespace itself and runs ADD in it while the
+/// netns unit pins that very namespace (handed over the handoff socket);
+/// when the unit's helper cannot reach the daemon it pins one of its own,
+/// and the network is set up again there: the pod works either way.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_netns_unit_pins_the_namespace_the_network_was_added_in() {
+    let (m, _) = manager().await;
+    let did_not_take = |id: &str| {
+        sh(&format!(
+            "journalctl -u podscoped SANDBOX_ID={id} --no-pager -o cat | grep -c 'did not take the namespace' || true"
+        ))
+        .trim()
+        .to_owned()
+    };
+    let check_pod = |id: String, st: Dict| {
+        let ip = dict_strs(&st, "ips")[0].clone();
+        let links = sh(&format!("ip -n podscope-{id} -o addr show dev eth0"));
+        assert!(
+            links.contains(&format!("{ip}/")),
+            "the pinned namespace has the pod's address: {links}"
+        );
+    };
+    let (id, _) = m
+        .create(&uniq("handoff"), "default", "u", 0, HashMap::new())
+        .await
+        .unwrap();
+    check_pod(id.clone(), m.status(&id).await.unwrap());
+    assert_eq!(
+        did_not_take(&id),
+        "0",
+        "the handed-off namespace was pinned"
+    );
+    m.remove(&id).await.unwrap();
+
+    // The socket gone: the helper makes its own namespace.
+    sh("mv /run/podscope/netns-handoff.sock /run/podscope/netns-handoff.sock.away");
+    let (id, _) = m
+        .create(&uniq("nohandoff"), "default", "u", 0, HashMap::new())
+        .await
+        .unwrap();
+    sh("mv /run/podscope/netns-handoff.sock.away /run/podscope/netns-handoff.sock");
+    assert_eq!(did_not_take(&id), "1");
+    check_pod(id.clone(), m.status(&id).await.unwrap());
+    assert_eq!(
+        host_local_owner_ips(TEST_NET, &id).len(),
+        1,
+        "the first ADD's address was given back"
+    );
+    m.start(&id).await.unwrap();
+    m.stop(&id).await.unwrap();
+    assert!(
+        host_local_owner_ips(TEST_NET, &id).is_empty(),
+        "no address left behind"
+    );
+    m.remove(&id).await.unwrap();
+}

@@ -519,7 +519,11 @@ async fn network(m: &ManagerProxy<'_>, t: &mut Table) {
             " network detached",
             "PLUGIN_US",
         ),
-        ("Stop: netns unit stop p50", " stopped", "NETNS_US"),
+        (
+            "Stop: netns unit stop p50 (alongside DEL)",
+            " stopped",
+            "NETNS_US",
+        ),
         ("Stop: whole, daemon-measured p50", " stopped", "ELAPSED_US"),
         ("Create: netns unit start p50", " created", "NETNS_US"),
         (
