@@ -139,7 +139,7 @@ packaging: deps build
 	  target/rpm/RPMS/*/podscope-$(VERSION)-*.rpm
 
 demo: deps build
-	tests/harness/harness.sh run tests/harness/demo.sh
+	CRICTL="$(CRICTL)" tests/harness/harness.sh run tests/harness/demo.sh
 
 bench: deps build
 	CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" tests/harness/harness.sh run $(RELEASE)/podscope-bench

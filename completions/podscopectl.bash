@@ -12,7 +12,7 @@ _podscopectl() {
         words=("${COMP_WORDS[@]}")
         cword=$COMP_CWORD
     }
-    local commands="list status create start stop rm info help"
+    local commands="list status create start stop rm wait update info help"
     local c=1
     [[ ${words[1]} == --no-ask-password ]] && c=2
     if ((cword == c)); then
@@ -27,8 +27,15 @@ _podscopectl() {
             esac
             COMPREPLY=($(compgen -W "--state --label --quiet" -- "$cur"))
             ;;
-        status)
+        status|wait)
             ((cword == c + 1)) && COMPREPLY=($(compgen -W "$(_podscopectl_ids)" -- "$cur"))
+            ;;
+        update)
+            if ((cword == c + 1)); then
+                COMPREPLY=($(compgen -W "$(_podscopectl_ids)" -- "$cur"))
+            elif [[ $prev != --* ]]; then
+                COMPREPLY=($(compgen -W "--memory --cpu-quota --cpu-period --cpu-shares --pids-limit" -- "$cur"))
+            fi
             ;;
         start|stop|rm|remove)
             COMPREPLY=($(compgen -W "$(_podscopectl_ids)" -- "$cur"))

@@ -4,7 +4,7 @@ function __podscopectl_ids
     podscopectl list --quiet 2>/dev/null | string sub --length 12
 end
 
-set -l cmds list status create start stop rm info
+set -l cmds list status create start stop rm wait update info
 complete -c podscopectl -f
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -l no-ask-password -d 'do not let polkit ask for a password'
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a list -d 'list sandboxes'
@@ -13,8 +13,13 @@ complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a create -d 
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a start -d 'start sandboxes'
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a stop -d 'stop sandboxes'
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a rm -d 'remove sandboxes'
-complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a info -d 'runtime version and readiness'
-complete -c podscopectl -n "__fish_seen_subcommand_from status start stop rm" -a '(__podscopectl_ids)'
+complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a wait -d 'wait until a sandbox stops'
+complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a update -d "set a sandbox's resources"
+complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a info -d 'runtime version, platform and readiness'
+complete -c podscopectl -n "__fish_seen_subcommand_from status start stop rm wait update" -a '(__podscopectl_ids)'
+for opt in memory cpu-quota cpu-period cpu-shares pids-limit
+    complete -c podscopectl -n "__fish_seen_subcommand_from update" -l $opt -x
+end
 complete -c podscopectl -n "__fish_seen_subcommand_from list" -l state -x -a 'created ready notready'
 complete -c podscopectl -n "__fish_seen_subcommand_from list" -l label -x
 complete -c podscopectl -n "__fish_seen_subcommand_from list" -s q -l quiet -d 'full ids only'

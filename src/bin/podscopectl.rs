@@ -22,9 +22,15 @@ Commands:
       --dns-server IP  --dns-search DOMAIN  --dns-option OPT  --sysctl K=V
       --start (start it too)
   start ID...    stop ID...    rm ID...
-  info                                    runtime version and readiness
+  wait ID                                 block until the sandbox stops; print
+                                          its exit status, end time and reason
+  update ID [--memory BYTES] [--cpu-quota USEC] [--cpu-period USEC]
+            [--cpu-shares N] [--pids-limit N]
+                                          set a sandbox's resources (a limit not
+                                          given is removed)
+  info                                    runtime version, platform and readiness
 
-Create, start, stop and rm let polkit ask for a password (through an
+Create, start, stop, rm and update let polkit ask for a password (through an
 authentication agent) unless --no-ask-password is given.";
 
 struct Fail(String);
@@ -126,6 +132,30 @@ async fn run(args: Vec<String>) -> Result<(), Fail> {
                 mutate.call::<_, ()>(method, &(id.as_str(),)).await?;
             }
             Ok(())
+        }
+        "wait" => {
+            let [id] = rest else {
+                return Err(Fail("wait takes one ID".into()));
+            };
+            wait(id).await
+        }
+        "update" => {
+            let Some((id, opts)) = rest.split_first() else {
+                return Err(Fail("update needs an ID".into()));
+            };
+            let mut resources: HashMap<&str, Value<'_>> = HashMap::new();
+            let mut it = opts.iter();
+            while let Some(a) = it.next() {
+                let v = it
+                    .next()
+                    .ok_or_else(|| Fail(format!("{a} needs a value")))?;
+                let (key, n) = resource_option(a, v)?
+                    .ok_or_else(|| Fail(format!("update: unknown option {a:?}")))?;
+                resources.insert(key, n.into());
+            }
+            mutate
+                .call::<_, ()>("UpdateResources", &(id.as_str(), resources))
+                .await
         }
         "info" => info(&m).await,
         other => Err(Fail(format!("unknown command {other:?}\n{USAGE}"))),
@@ -272,6 +302,13 @@ async fn status(m: &ManagerProxy<'_>, id: &str) -> Result<(), Fail> {
     if pid > 0 {
         show("Init PID", pid.to_string());
     }
+    let machine = dict_str(&d, "machine");
+    if !machine.is_empty() {
+        show(
+            "Machine",
+            format!("{machine} (machinectl status {machine})"),
+        );
+    }
     show("Network", dict_str(&d, "network"));
     let netns = dict_str(&d, "netns_path");
     if !netns.is_empty() {
@@ -326,6 +363,43 @@ async fn status(m: &ManagerProxy<'_>, id: &str) -> Result<(), Fail> {
     Ok(())
 }
 
+/// A resource option of create and update: (the key of the resources
+/// dictionary, its value); None for any other option.
+fn resource_option(opt: &str, value: &str) -> Result<Option<(&'static str, u64)>, Fail> {
+    let key = match opt {
+        "--memory" => "memory_limit_in_bytes",
+        "--cpu-quota" => "cpu_quota",
+        "--cpu-period" => "cpu_period",
+        "--cpu-shares" => "cpu_shares",
+        "--pids-limit" => "pids_limit",
+        _ => return Ok(None),
+    };
+    let n = value
+        .parse::<u64>()
+        .map_err(|_| Fail(format!("{opt}: {value:?} is not a number")))?;
+    Ok(Some((key, n)))
+}
+
+/// Wait without a method timeout of our own: a pod may run for months.
+async fn wait(id: &str) -> Result<(), Fail> {
+    let conn =
+        podscope::client::system_connection(std::time::Duration::from_secs(10 * 365 * 86_400))
+            .await
+            .map_err(|e| Fail(format!("cannot connect to the system bus: {e}")))?;
+    let m = ManagerProxy::new(&conn).await?;
+    let (status, finished_at, reason) = m.wait(id).await?;
+    println!(
+        "exit status {status}, finished {}{}",
+        fmt_time(finished_at),
+        if reason.is_empty() {
+            String::new()
+        } else {
+            format!(": {reason}")
+        }
+    );
+    Ok(())
+}
+
 async fn create(m: &Mutate<'_>, args: &[String]) -> Result<(), Fail> {
     let Some((name, rest)) = args.split_first() else {
         return Err(Fail("create needs a NAME".into()));
@@ -370,11 +444,11 @@ async fn create(m: &Mutate<'_>, args: &[String]) -> Result<(), Fail> {
                 let (k, v) = kv(&val()?, a)?;
                 annotations.insert(k, v);
             }
-            "--memory" => _ = resources.insert("memory_limit_in_bytes", num(val()?)?.into()),
-            "--cpu-quota" => _ = resources.insert("cpu_quota", num(val()?)?.into()),
-            "--cpu-period" => _ = resources.insert("cpu_period", num(val()?)?.into()),
-            "--cpu-shares" => _ = resources.insert("cpu_shares", num(val()?)?.into()),
-            "--pids-limit" => _ = resources.insert("pids_limit", num(val()?)?.into()),
+            "--memory" | "--cpu-quota" | "--cpu-period" | "--cpu-shares" | "--pids-limit" => {
+                if let Some((key, n)) = resource_option(a, &val()?)? {
+                    resources.insert(key, n.into());
+                }
+            }
             "--port" => {
                 let v = val()?;
                 let (ports, proto) = v.split_once('/').unwrap_or((&v, "tcp"));
@@ -435,6 +509,15 @@ async fn create(m: &Mutate<'_>, args: &[String]) -> Result<(), Fail> {
 async fn info(m: &ManagerProxy<'_>) -> Result<(), Fail> {
     let (name, version, api) = m.version().await?;
     println!("{name} {version} (API {api})");
+    let (os, arch, variant) = m.platform().await?;
+    println!(
+        "Platform: {os}/{arch}{}",
+        if variant.is_empty() {
+            String::new()
+        } else {
+            format!("/{variant}")
+        }
+    );
     let (conditions, info) = m.runtime_status().await?;
     for (kind, ok, reason, msg) in conditions {
         let extra = [reason, msg]

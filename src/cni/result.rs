@@ -1,8 +1,10 @@
 //! What podscope reads from a CNI result: the pod's addresses.
 //!
 //! Results stay raw JSON elsewhere (they are passed on as `prevResult`
-//! exactly as a plugin printed them); this only reads them. The shape is the
-//! same for 0.3.x/0.4.0 (whose `ips[]` also carry a `version`) and 1.x.
+//! exactly as a plugin printed them); this reads them, and changes one
+//! thing: the namespace path in `interfaces[].sandbox`, when ADD ran in a
+//! namespace the daemon held before its pin existed. The shape is the same
+//! for 0.3.x/0.4.0 (whose `ips[]` also carry a `version`) and 1.x.
 
 use serde_json::Value;
 use std::net::IpAddr;
@@ -39,6 +41,22 @@ pub fn pod_ips(result: &Value) -> Vec<String> {
         ips.insert(0, first);
     }
     ips.into_iter().map(|ip| ip.to_string()).collect()
+}
+
+/// Make the interfaces that ADD put in the namespace at `ran_in` say they
+/// are in `pinned_at`, its pin: the path later CHECKs and DELs pass, which
+/// plugins (bridge's CHECK) compare with the result's.
+pub fn move_sandbox(result: &mut Value, ran_in: &str, pinned_at: &str) {
+    let Some(interfaces) = result.get_mut("interfaces").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for i in interfaces {
+        if let Some(s) = i.get_mut("sandbox") {
+            if s.as_str() == Some(ran_in) {
+                *s = Value::from(pinned_at);
+            }
+        }
+    }
 }
 
 /// The interface names the result puts inside the pod.
@@ -88,5 +106,25 @@ mod tests {
         assert_eq!(pod_ips(&r), ["192.168.1.7"]);
         assert!(pod_ips(&json!({})).is_empty());
         assert!(pod_ips(&json!({"ips": [{"address": "garbage"}]})).is_empty());
+    }
+
+    #[test]
+    fn the_sandbox_path_moves_to_the_pin() {
+        let mut r = serde_json::json!({
+            "interfaces": [
+                {"name": "cni0", "mac": "aa"},
+                {"name": "veth1", "mac": "bb", "sandbox": ""},
+                {"name": "eth0", "mac": "cc", "sandbox": "/proc/42/fd/7"},
+                {"name": "net1", "sandbox": "/run/netns/other"}
+            ],
+            "ips": [{"address": "10.0.0.2/24", "interface": 2}]
+        });
+        move_sandbox(&mut r, "/proc/42/fd/7", "/run/netns/podscope-x");
+        assert_eq!(r["interfaces"][2]["sandbox"], "/run/netns/podscope-x");
+        assert_eq!(r["interfaces"][3]["sandbox"], "/run/netns/other");
+        assert_eq!(r["interfaces"][1]["sandbox"], "");
+        assert!(r["interfaces"][0].get("sandbox").is_none());
+        assert_eq!(pod_ips(&r), vec!["10.0.0.2"]);
+        move_sandbox(&mut serde_json::json!({"cniVersion": "1.0.0"}), "a", "b");
     }
 }

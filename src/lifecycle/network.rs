@@ -73,7 +73,13 @@ impl Lifecycle {
             }
         };
         let add_time = t_add.elapsed();
-        att.result = Some(added.result);
+        let mut result = added.result;
+        if let Some(path) = &netns {
+            // Recorded as if ADD had run at the pin, where CHECK and DEL
+            // will find the namespace.
+            cni::result::move_sandbox(&mut result, path, &att.netns);
+        }
+        att.result = Some(result);
         if let Err(e) = self.attachments.save(&att) {
             let _ = self.detach_network(&sb.id).await;
             return Err(e.context(ctx()));

@@ -399,3 +399,42 @@ async fn pods_work_without_machined() {
         m.remove(&id).await.unwrap();
     }
 }
+
+/// podscopectl drives the new verbs: update, wait, and shows the machine
+/// and the platform.
+#[tokio::test(flavor = "multi_thread")]
+async fn podscopectl_update_wait_machine_and_platform() {
+    let id = sh(&format!(
+        "podscopectl create {} --namespace cli --host-network --start",
+        uniq("cli")
+    ))
+    .trim()
+    .to_owned();
+    assert_eq!(
+        sh(&format!(
+            "podscopectl update {id} --memory 67108864 --pids-limit 7"
+        )),
+        ""
+    );
+    assert_eq!(
+        sh(&format!(
+            "systemctl show -P MemoryMax,TasksMax podscope-{id}.scope"
+        )),
+        "67108864\n7\n"
+    );
+    let status = sh(&format!("podscopectl status {id}"));
+    assert!(status.contains("Machine: cli-cli-"), "{status}");
+    assert!(sh("podscopectl info").contains("Platform: linux/"));
+    let waiter = std::process::Command::new("podscopectl")
+        .args(["wait", &id])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    sh(&format!("podscopectl stop {id}"));
+    let out = waiter.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("exit status 0, finished "), "{text}");
+    sh(&format!("podscopectl rm {id}"));
+}

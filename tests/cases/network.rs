@@ -849,6 +849,29 @@ async fn the_netns_unit_pins_the_namespace_the_network_was_added_in() {
         "0",
         "the handed-off namespace was pinned"
     );
+    // The cached result names the pin (ADD ran at /proc/<podscoped>/fd/N),
+    // so the real bridge's CHECK after a restart passes.
+    let att: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(attachment_path(&id)).unwrap()).unwrap();
+    let sandboxes: Vec<&str> = att["result"]["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["sandbox"].as_str())
+        .filter(|s| !s.is_empty())
+        .collect();
+    assert_eq!(sandboxes, vec![netns_path(&id).as_str()], "{att}");
+    m.start(&id).await.unwrap();
+    daemon("restart");
+    let (m, _) = manager().await;
+    let log = || {
+        sh(&format!(
+            "journalctl -u podscoped SANDBOX_ID={id} --no-pager -o cat"
+        ))
+    };
+    wait_until(Duration::from_secs(10), || log().contains("CNI CHECK"));
+    assert!(log().contains("CNI CHECK passed"), "{}", log());
+    assert_eq!(dict_str(&m.status(&id).await.unwrap(), "network_error"), "");
     m.remove(&id).await.unwrap();
 
     // The socket gone: the helper makes its own namespace.

@@ -28,6 +28,10 @@ run ip -n "podscope-$id" -brief addr show
 run cat "/run/podscope/sandboxes/$id/resolv.conf"
 run sh -c "iptables-save -t nat | grep -e 'dport 8080'"
 
+step "...and a machine for systemd-machined (with its address)"
+run machinectl list --no-pager
+run machinectl status --no-pager demo-web-0
+
 step "...and a D-Bus object"
 run busctl tree org.podscope.Sandbox1
 run busctl introspect org.podscope.Sandbox1 "/org/podscope/Sandbox1/sandbox/$id" org.podscope.Sandbox1.Sandbox
@@ -37,11 +41,29 @@ run busctl get-property org.podscope.Sandbox1 "/org/podscope/Sandbox1/sandbox/$i
 step "The journal has the pod's events, with structured fields"
 run journalctl -u podscoped --no-pager -o cat SANDBOX_ID="$id"
 
+step "Change its memory limit while it runs"
+run podscopectl update "$id" --memory 536870912
+run systemctl show -p MemoryMax "podscope-$id.scope"
+
 step "Stop and remove"
 run podscopectl stop "$id"
 run podscopectl status "${id:0:12}"
 run podscopectl rm "$id"
 run podscopectl list
 run systemctl list-units --no-pager --no-legend 'podscope-*.scope'
+if [[ -x ${CRICTL:-} ]]; then
+    step "kubelet's view: the CRI frontend, driven by crictl (grpc-go, as kubelet)"
+    crictl() { "$CRICTL" --runtime-endpoint unix:///run/podscope/cri.sock "$@"; }
+    run crictl version
+    printf '$ crictl runp tests/conformance/pod-network.json\n'
+    pod=$(crictl runp tests/conformance/pod-network.json)
+    echo "$pod"
+    run crictl pods
+    run crictl stopp "$pod"
+    run crictl rmp "$pod"
+else
+    echo
+    echo "(crictl not found at '${CRICTL:-}': set CRICTL=/path/to/crictl to see the CRI part)"
+fi
 echo
 echo "demo finished: the pod was created, inspected with systemctl/busctl/journalctl, stopped and removed."
