@@ -71,28 +71,7 @@ fn prepare_dir() {
 fn add(id: &str, path: &str) {
     prepare_dir();
     let p = cstr(path);
-    if let Some(ns) = podscope::netns::take_handoff(id) {
-        // SAFETY: open/close with a valid C string.
-        unsafe {
-            let fd = libc::open(
-                p.as_ptr(),
-                libc::O_RDONLY | libc::O_CREAT | libc::O_CLOEXEC,
-                0o444,
-            );
-            if fd < 0 {
-                die(&format!("create {path}"));
-            }
-            libc::close(fd);
-        }
-        let src = cstr(&format!("/proc/self/fd/{}", ns.as_raw_fd()));
-        if !mount(&src, &p, libc::MS_BIND) {
-            // SAFETY: unlink with a valid C string.
-            let _ = unsafe { libc::unlink(p.as_ptr()) };
-            die(&format!("pin the handed-off namespace at {path}"));
-        }
-        return;
-    }
-    // SAFETY: single-threaded; open/unshare/mount with valid arguments.
+    // SAFETY: open/close with a valid C string.
     unsafe {
         let fd = libc::open(
             p.as_ptr(),
@@ -103,19 +82,31 @@ fn add(id: &str, path: &str) {
             die(&format!("create {path}"));
         }
         libc::close(fd);
-        if libc::unshare(libc::CLONE_NEWNET) != 0 {
-            let _ = libc::unlink(p.as_ptr());
-            die("unshare network namespace");
+    }
+    let fail = |what: &str| -> ! {
+        // SAFETY: unlink with a valid C string.
+        let _ = unsafe { libc::unlink(p.as_ptr()) };
+        die(what)
+    };
+    // The namespace podscoped made for the pod (and runs CNI ADD in), else
+    // one of our own.
+    let handed = podscope::netns::take_handoff(id);
+    let source = match &handed {
+        Some(ns) => format!("/proc/self/fd/{}", ns.as_raw_fd()),
+        None => {
+            // SAFETY: single-threaded; unshare changes only this process.
+            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+                fail("unshare network namespace");
+            }
+            // Its error is the last OS error, which `die` prints.
+            if podscope::netns::loopback_up().is_err() {
+                fail("bring loopback up");
+            }
+            "/proc/self/ns/net".to_owned()
         }
-        if let Err(e) = podscope::netns::loopback_up() {
-            let _ = libc::unlink(p.as_ptr());
-            let _ = writeln!(std::io::stderr(), "podscope-netns: bring loopback up: {e}");
-            exit(1)
-        }
-        if !mount(&cstr("/proc/self/ns/net"), &p, libc::MS_BIND) {
-            let _ = libc::unlink(p.as_ptr());
-            die(&format!("pin the namespace at {path}"));
-        }
+    };
+    if !mount(&cstr(&source), &p, libc::MS_BIND) {
+        fail(&format!("pin the namespace at {path}"));
     }
 }
 

@@ -18,7 +18,8 @@ pub struct Callers {
     conn: Connection,
     /// Callers someone waits on; the value turns true when they leave.
     watched: Arc<Mutex<HashMap<String, watch::Sender<bool>>>>,
-    started: Arc<tokio::sync::OnceCell<()>>,
+    /// The bus driver, once the listener runs.
+    driver: Arc<tokio::sync::OnceCell<zbus::fdo::DBusProxy<'static>>>,
 }
 
 impl Callers {
@@ -26,13 +27,13 @@ impl Callers {
         Callers {
             conn: conn.clone(),
             watched: Arc::default(),
-            started: Arc::default(),
+            driver: Arc::default(),
         }
     }
 
-    /// The listener, started on first use.
-    async fn listen(&self) -> zbus::Result<()> {
-        self.started
+    /// The bus driver, with the listener started on first use.
+    async fn driver(&self) -> zbus::Result<&zbus::fdo::DBusProxy<'static>> {
+        self.driver
             .get_or_try_init(|| async {
                 let dbus = zbus::fdo::DBusProxy::new(&self.conn).await?;
                 let mut changes = dbus.receive_name_owner_changed().await?;
@@ -52,19 +53,18 @@ impl Callers {
                         let _ = tx.send(true);
                     }
                 });
-                Ok::<(), zbus::Error>(())
+                Ok::<_, zbus::Error>(dbus)
             })
             .await
-            .map(|_| ())
     }
 
     /// Resolves when `caller` is no longer connected (at once if it is not
     /// now). On a bus error, never: the call then ends only with its
     /// sandbox, as it would have without this.
     pub async fn gone(&self, caller: &UniqueName<'_>) {
-        if self.listen().await.is_err() {
+        let Ok(driver) = self.driver().await else {
             return std::future::pending().await;
-        }
+        };
         let key = caller.to_string();
         let mut rx = {
             let mut w = self.watched.lock().unwrap();
@@ -72,25 +72,18 @@ impl Callers {
                 .or_insert_with(|| watch::channel(false).0)
                 .subscribe()
         };
-        // It may have left before the entry existed.
-        let still_there = match zbus::fdo::DBusProxy::new(&self.conn).await {
-            Ok(dbus) => dbus
-                .name_has_owner(BusName::Unique(caller.to_owned()))
-                .await
-                .unwrap_or(true),
-            Err(_) => true,
-        };
         let _forget = Forget {
             callers: self,
             key: &key,
         };
+        // It may have left before the entry existed.
+        let still_there = driver
+            .name_has_owner(BusName::Unique(caller.to_owned()))
+            .await
+            .unwrap_or(true);
         if still_there {
             let _ = rx.wait_for(|left| *left).await;
         }
-    }
-
-    pub fn watched(&self) -> usize {
-        self.watched.lock().unwrap().len()
     }
 }
 

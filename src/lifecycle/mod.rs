@@ -303,17 +303,22 @@ impl Lifecycle {
                 .with_context(|| format!("sandbox {id}: create: start {unit}"));
             (r, t.elapsed())
         };
-        let Some(handoffs) = self.handoffs.get() else {
+        // The namespace made here and offered to the unit, when the handoff
+        // is served and the daemon may make namespaces (a drop-in can take
+        // that away); else the unit makes it before ADD.
+        let made = self.handoffs.get().and_then(|handoffs| {
+            let offered = HeldNetns::create()
+                .and_then(|held| handoffs.offer(id.as_str(), &held).map(|o| (held, o)));
+            offered
+                .map_err(|e| warn!(sandbox_id = %id, "sandbox {id}: cannot make its network namespace in podscoped ({e}); {unit} makes it"))
+                .ok()
+        });
+        let Some((held, offer)) = made else {
             let (r, t) = start_unit().await;
             *t_netns = t;
             r?;
             return self.attach_network(sb, None).await;
         };
-        let ctx = || format!("sandbox {id}: create: network namespace");
-        let held = HeldNetns::create().map_err(|e| Error::io(ctx(), e))?;
-        let offer = handoffs
-            .offer(id.as_str(), &held)
-            .map_err(|e| Error::io(ctx(), e))?;
         let ((pinned, t), added) =
             tokio::join!(start_unit(), self.attach_network(sb, Some(held.path())));
         drop(offer);

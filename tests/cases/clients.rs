@@ -177,17 +177,7 @@ async fn machine_names_stay_unique() {
 #[tokio::test(flavor = "multi_thread")]
 async fn wait_returns_when_the_pod_stops() {
     let (m, _) = manager().await;
-    let (id, _) = m
-        .create(
-            &uniq("wait"),
-            "default",
-            "u",
-            0,
-            opts(&[("network", Value::from("host"))]),
-        )
-        .await
-        .unwrap();
-    m.start(&id).await.unwrap();
+    let id = create_started(&m, "wait", opts(&[("network", Value::from("host"))])).await;
     let conn = podscope::client::system_connection(Duration::from_secs(60))
         .await
         .unwrap();
@@ -241,17 +231,7 @@ async fn wait_returns_when_the_pod_stops() {
     assert_eq!(k, podscope::ErrorKind::NotFound, "{msg}");
 
     // Ended outside podscope: 1, and the reason.
-    let (id, _) = m
-        .create(
-            &uniq("wait-out"),
-            "default",
-            "u",
-            0,
-            opts(&[("network", Value::from("host"))]),
-        )
-        .await
-        .unwrap();
-    m.start(&id).await.unwrap();
+    let id = create_started(&m, "wait-out", opts(&[("network", Value::from("host"))])).await;
     let waiter = {
         let (conn, id) = (conn.clone(), id.clone());
         tokio::spawn(async move {
@@ -373,17 +353,7 @@ async fn pods_work_without_machined() {
     let (m, _) = manager().await;
     let mut ids = Vec::new();
     for i in 0..2 {
-        let (id, _) = m
-            .create(
-                &uniq(&format!("nomachined{i}")),
-                "default",
-                "u",
-                0,
-                HashMap::new(),
-            )
-            .await
-            .unwrap();
-        m.start(&id).await.unwrap();
+        let id = create_started(&m, &format!("nomachined{i}"), HashMap::new()).await;
         let st = m.status(&id).await.unwrap();
         assert_eq!(dict_str(&st, "state"), "ready");
         assert_eq!(dict_str(&st, "machine"), "");
