@@ -477,8 +477,11 @@ async fn cri_errors_map_to_grpc_codes() {
     // PERMISSION_DENIED: a frontend run by an unprivileged user is refused
     // by polkit on the daemon's side.
     let dir = "/run/podscope-test/cri-nobody";
-    sh(&format!("mkdir -p {dir} && chown nobody {dir}"));
     let sock = format!("{dir}/cri.sock");
+    // A socket left by an earlier run would pass for the new server's.
+    sh(&format!(
+        "mkdir -p {dir} && chown nobody {dir} && rm -f {sock}"
+    ));
     sh(&format!(
         "{AS_NOBODY} /usr/libexec/podscope/podscope-cri --listen {sock} >/dev/null 2>&1 & echo $! > {dir}/pid"
     ));
@@ -565,7 +568,7 @@ async fn cri_slow_calls_time_out_and_a_retry_joins_the_first_sandbox() {
         // a frontend with a 1 s call timeout meets the 3 s plugin.
         let sock = "/run/podscope-test/cri-short.sock";
         sh(&format!(
-            "/usr/libexec/podscope/podscope-cri --listen {sock} --call-timeout 1 >/dev/null 2>&1 & \
+            "rm -f {sock}; /usr/libexec/podscope/podscope-cri --listen {sock} --call-timeout 1 >/dev/null 2>&1 & \
              echo $! > /run/podscope-test/cri-short.pid"
         ));
         wait_until(Duration::from_secs(10), || Path::new(sock).exists());
