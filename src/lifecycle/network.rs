@@ -125,15 +125,11 @@ impl Lifecycle {
             return Ok(());
         };
         let t0 = Instant::now();
-        let del = match netns {
-            Some(path) => {
-                let mut held = att.clone();
-                held.netns = path;
-                self.cni.del(&held).await
-            }
-            None => self.cni.del(&att).await,
-        };
-        match del {
+        let mut run = att.clone();
+        if let Some(path) = netns {
+            run.netns = path;
+        }
+        match self.cni.del(&run).await {
             Ok(plugin_times) => {
                 self.attachments
                     .delete(id)

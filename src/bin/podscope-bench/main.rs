@@ -530,7 +530,11 @@ async fn network(m: &ManagerProxy<'_>, t: &mut Table) {
             "NETNS_US",
         ),
         ("Stop: whole, daemon-measured p50", " stopped", "ELAPSED_US"),
-        ("Create: netns unit start p50", " created", "NETNS_US"),
+        (
+            "Create: netns unit start p50 (alongside ADD)",
+            " created",
+            "NETNS_US",
+        ),
         (
             "Create: whole, daemon-measured p50",
             " created",
@@ -544,6 +548,11 @@ async fn network(m: &ManagerProxy<'_>, t: &mut Table) {
         ("Start: network check p50", " started in ", "NETWORK_US"),
         ("Start: podscope-init spawn p50", " started in ", "INIT_US"),
         ("Start: scope job p50", " started in ", "SCOPE_US"),
+        (
+            "Start: machined registration p50",
+            " started in ",
+            "MACHINE_US",
+        ),
     ] {
         let mut v: Vec<Duration> = journal.times(&ids, msg, field).into_values().collect();
         if !v.is_empty() {
