@@ -5,7 +5,7 @@
 use std::fmt;
 
 /// What went wrong, as callers need to distinguish it. Each kind has a fixed
-/// D-Bus name (see `bus::errors`).
+/// D-Bus name (see `api::errors`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
     NotFound,

@@ -1,8 +1,8 @@
 //! podscope: Kubernetes pod sandboxes as transient systemd scopes behind a
 //! D-Bus service. See docs/ARCHITECTURE.md for the map.
 
+pub mod api;
 pub mod bus;
-pub mod client;
 pub mod cni;
 pub mod cri;
 pub mod domain;

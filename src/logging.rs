@@ -29,3 +29,16 @@ pub fn init(identifier: &str) {
         )
         .init();
 }
+
+/// The `EVENT=` field of the journal entries that carry a step's timings.
+/// Tools (`make bench`, an operator's `journalctl EVENT=sandbox-started`)
+/// match these, never the message wording, which may change.
+pub mod event {
+    pub const CREATED: &str = "sandbox-created";
+    pub const STARTED: &str = "sandbox-started";
+    pub const STOPPED: &str = "sandbox-stopped";
+    pub const REMOVED: &str = "sandbox-removed";
+    pub const NETWORK_ATTACHED: &str = "network-attached";
+    pub const NETWORK_DETACHED: &str = "network-detached";
+    pub const RECOVERED: &str = "recovered";
+}

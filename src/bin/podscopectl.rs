@@ -1,11 +1,14 @@
 //! podscopectl: inspect and drive podscope sandboxes (machinectl-like).
 
 use enumflags2::BitFlags;
-use podscope::client::{classify, dict_map, dict_str, dict_strs, dict_u64, Dict, ManagerProxy};
-use std::collections::HashMap;
+use podscope::api::errors::classify;
+use podscope::api::proxy::system_connection;
+use podscope::api::{Client, CreateOptions, Dns, ListFilter, PodMetadata, PortMapping, Resources};
+use podscope::domain::{NamespaceMode, NetworkMode, Protocol, State};
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 use zbus::proxy::MethodFlags;
-use zbus::zvariant::{OwnedObjectPath, Value};
+use zbus::zvariant::OwnedObjectPath;
 
 const USAGE: &str = "usage: podscopectl [--no-ask-password] COMMAND [ARGS]
 
@@ -69,7 +72,7 @@ fn main() -> ExitCode {
 /// --no-ask-password (as systemctl and machinectl do): polkit may then have
 /// an authentication agent ask for a password instead of refusing.
 struct Mutate<'a> {
-    m: &'a ManagerProxy<'a>,
+    m: &'a Client,
     flags: BitFlags<MethodFlags>,
 }
 
@@ -80,6 +83,7 @@ impl Mutate<'_> {
         R: for<'d> zbus::zvariant::DynamicDeserialize<'d>,
     {
         self.m
+            .proxy()
             .inner()
             .call_with_flags(method, self.flags, body)
             .await?
@@ -90,10 +94,10 @@ impl Mutate<'_> {
 async fn run(args: Vec<String>) -> Result<(), Fail> {
     // Longer than any daemon-side step timeout, so the daemon's own error
     // arrives first.
-    let conn = podscope::client::system_connection(std::time::Duration::from_secs(120))
+    let conn = system_connection(std::time::Duration::from_secs(120))
         .await
         .map_err(|e| Fail(format!("cannot connect to the system bus: {e}")))?;
-    let m = ManagerProxy::new(&conn).await?;
+    let m = Client::new(&conn).await?;
     let (ask_password, args) = match args.first().map(String::as_str) {
         Some("--no-ask-password") => (false, &args[1..]),
         _ => (true, &args[..]),
@@ -143,15 +147,15 @@ async fn run(args: Vec<String>) -> Result<(), Fail> {
             let Some((id, opts)) = rest.split_first() else {
                 return Err(Fail("update needs an ID".into()));
             };
-            let mut resources: HashMap<&str, Value<'_>> = HashMap::new();
+            let mut resources = Resources::default();
             let mut it = opts.iter();
             while let Some(a) = it.next() {
                 let v = it
                     .next()
                     .ok_or_else(|| Fail(format!("{a} needs a value")))?;
-                let (key, n) = resource_option(a, v)?
-                    .ok_or_else(|| Fail(format!("update: unknown option {a:?}")))?;
-                resources.insert(key, n.into());
+                if !resource_option(&mut resources, a, v)? {
+                    return Err(Fail(format!("update: unknown option {a:?}")));
+                }
             }
             mutate
                 .call::<_, ()>("UpdateResources", &(id.as_str(), resources))
@@ -211,9 +215,9 @@ fn kv(arg: &str, flag: &str) -> Result<(String, String), Fail> {
         .ok_or_else(|| Fail(format!("{flag} takes KEY=VALUE, got {arg:?}")))
 }
 
-async fn list(m: &ManagerProxy<'_>, args: &[String]) -> Result<(), Fail> {
-    let mut filter: HashMap<&str, Value<'_>> = HashMap::new();
-    let mut labels = HashMap::new();
+async fn list(m: &Client, args: &[String]) -> Result<(), Fail> {
+    let mut filter = ListFilter::default();
+    let mut labels = BTreeMap::new();
     let mut quiet = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -224,7 +228,12 @@ async fn list(m: &ManagerProxy<'_>, args: &[String]) -> Result<(), Fail> {
         };
         match a.as_str() {
             "--state" => {
-                filter.insert("state", Value::from(val()?));
+                let v = val()?;
+                filter.state = Some(State::parse(&v).ok_or_else(|| {
+                    Fail(format!(
+                        "--state: {v:?} is not one of created, ready, notready"
+                    ))
+                })?);
             }
             "--label" => {
                 let (k, v) = kv(&val()?, "--label")?;
@@ -235,13 +244,13 @@ async fn list(m: &ManagerProxy<'_>, args: &[String]) -> Result<(), Fail> {
         }
     }
     if !labels.is_empty() {
-        filter.insert("labels", Value::from(labels));
+        filter.labels = Some(labels);
     }
-    let mut sandboxes = m.list(filter).await?;
-    sandboxes.sort_by_key(|d| dict_u64(d, "created_at"));
+    let mut sandboxes = m.list(&filter).await?;
+    sandboxes.sort_by_key(|d| d.created_at);
     if quiet {
         for d in &sandboxes {
-            println!("{}", dict_str(d, "id"));
+            println!("{}", d.id);
         }
         return Ok(());
     }
@@ -254,12 +263,12 @@ async fn list(m: &ManagerProxy<'_>, args: &[String]) -> Result<(), Fail> {
         .to_vec()];
     for d in &sandboxes {
         rows.push(vec![
-            dict_str(d, "id").chars().take(12).collect(),
-            format!("{}/{}", dict_str(d, "namespace"), dict_str(d, "name")),
-            dict_str(d, "state"),
-            dict_str(d, "network"),
-            fmt_time(dict_u64(d, "created_at")),
-            dict_str(d, "unit"),
+            d.id.chars().take(12).collect(),
+            format!("{}/{}", d.namespace, d.name),
+            d.state.to_string(),
+            d.network.as_str().to_owned(),
+            fmt_time(d.created_at),
+            d.unit.clone(),
         ]);
     }
     table(&rows);
@@ -267,89 +276,59 @@ async fn list(m: &ManagerProxy<'_>, args: &[String]) -> Result<(), Fail> {
     Ok(())
 }
 
-async fn status(m: &ManagerProxy<'_>, id: &str) -> Result<(), Fail> {
-    let d: Dict = m.status(id).await?;
+async fn status(m: &Client, id: &str) -> Result<(), Fail> {
+    let d = m.status(id).await?;
     let show = |k: &str, v: String| println!("{k:>16}: {v}");
-    println!(
-        "{} ({}/{})",
-        dict_str(&d, "id"),
-        dict_str(&d, "namespace"),
-        dict_str(&d, "name")
-    );
-    show("State", dict_str(&d, "state"));
-    let reason = dict_str(&d, "reason");
-    if !reason.is_empty() {
-        show("Reason", reason);
+    println!("{} ({}/{})", d.id, d.namespace, d.name);
+    show("State", d.state.to_string());
+    if !d.reason.is_empty() {
+        show("Reason", d.reason.clone());
     }
-    show(
-        "UID",
-        format!(
-            "{} (attempt {})",
-            dict_str(&d, "uid"),
-            dict_u64(&d, "attempt")
-        ),
-    );
-    show("Created", fmt_time(dict_u64(&d, "created_at")));
-    show("Started", fmt_time(dict_u64(&d, "started_at")));
-    if dict_u64(&d, "finished_at") > 0 {
-        show("Finished", fmt_time(dict_u64(&d, "finished_at")));
+    show("UID", format!("{} (attempt {})", d.uid, d.attempt));
+    show("Created", fmt_time(d.created_at));
+    show("Started", fmt_time(d.started_at));
+    if d.finished_at > 0 {
+        show("Finished", fmt_time(d.finished_at));
     }
-    show(
-        "Unit",
-        format!("{} (in {})", dict_str(&d, "unit"), dict_str(&d, "slice")),
-    );
-    let pid = dict_u64(&d, "init_pid");
-    if pid > 0 {
-        show("Init PID", pid.to_string());
+    show("Unit", format!("{} (in {})", d.unit, d.slice));
+    if d.init_pid > 0 {
+        show("Init PID", d.init_pid.to_string());
     }
-    let machine = dict_str(&d, "machine");
-    if !machine.is_empty() {
+    if !d.machine.is_empty() {
+        let machine = &d.machine;
         show(
             "Machine",
             format!("{machine} (machinectl status {machine})"),
         );
     }
-    show("Network", dict_str(&d, "network"));
-    let netns = dict_str(&d, "netns_path");
-    if !netns.is_empty() {
-        show("Netns", netns);
+    show("Network", d.network.as_str().to_owned());
+    if !d.netns_path.is_empty() {
+        show("Netns", d.netns_path.clone());
     }
-    let ips = dict_strs(&d, "ips");
-    if !ips.is_empty() {
+    if !d.ips.is_empty() {
         show(
             "IPs",
-            format!(
-                "{} (CNI network {})",
-                ips.join(", "),
-                dict_str(&d, "network_name")
-            ),
+            format!("{} (CNI network {})", d.ips.join(", "), d.network_name),
         );
     }
-    let net_err = dict_str(&d, "network_error");
-    if !net_err.is_empty() {
-        show("Network error", net_err);
+    if !d.network_error.is_empty() {
+        show("Network error", d.network_error.clone());
     }
-    let resolv = dict_str(&d, "resolv_conf_path");
-    if !resolv.is_empty() {
-        show("resolv.conf", resolv);
+    if !d.resolv_conf_path.is_empty() {
+        show("resolv.conf", d.resolv_conf_path.clone());
     }
-    show("Hostname", dict_str(&d, "hostname"));
-    show("PID namespace", dict_str(&d, "pid_namespace"));
-    let handler = dict_str(&d, "runtime_handler");
+    show("Hostname", d.hostname.clone());
+    show("PID namespace", d.pid_namespace.as_str().to_owned());
     show(
         "Runtime handler",
-        if handler.is_empty() {
+        if d.runtime_handler.is_empty() {
             "(default)".into()
         } else {
-            handler
+            d.runtime_handler.clone()
         },
     );
-    for (title, key) in [("Labels", "labels"), ("Annotations", "annotations")] {
-        let mut pairs: Vec<_> = dict_map(&d, key)
-            .into_iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        pairs.sort();
+    for (title, map) in [("Labels", &d.labels), ("Annotations", &d.annotations)] {
+        let pairs: Vec<_> = map.iter().map(|(k, v)| format!("{k}={v}")).collect();
         show(
             title,
             if pairs.is_empty() {
@@ -359,42 +338,41 @@ async fn status(m: &ManagerProxy<'_>, id: &str) -> Result<(), Fail> {
             },
         );
     }
-    println!("\nInspect with: systemctl status {}", dict_str(&d, "unit"));
+    println!("\nInspect with: systemctl status {}", d.unit);
     Ok(())
 }
 
-/// A resource option of create and update: (the key of the resources
-/// dictionary, its value); None for any other option.
-fn resource_option(opt: &str, value: &str) -> Result<Option<(&'static str, u64)>, Fail> {
-    let key = match opt {
-        "--memory" => "memory_limit_in_bytes",
-        "--cpu-quota" => "cpu_quota",
-        "--cpu-period" => "cpu_period",
-        "--cpu-shares" => "cpu_shares",
-        "--pids-limit" => "pids_limit",
-        _ => return Ok(None),
+/// A resource option of create and update, set in `r`; false for any
+/// other option.
+fn resource_option(r: &mut Resources, opt: &str, value: &str) -> Result<bool, Fail> {
+    let field = match opt {
+        "--memory" => &mut r.memory_limit_in_bytes,
+        "--cpu-quota" => &mut r.cpu_quota,
+        "--cpu-period" => &mut r.cpu_period,
+        "--cpu-shares" => &mut r.cpu_shares,
+        "--pids-limit" => &mut r.pids_limit,
+        _ => return Ok(false),
     };
-    let n = value
+    *field = value
         .parse::<u64>()
         .map_err(|_| Fail(format!("{opt}: {value:?} is not a number")))?;
-    Ok(Some((key, n)))
+    Ok(true)
 }
 
 /// Wait without a method timeout of our own: a pod may run for months.
 async fn wait(id: &str) -> Result<(), Fail> {
-    let conn =
-        podscope::client::system_connection(std::time::Duration::from_secs(10 * 365 * 86_400))
-            .await
-            .map_err(|e| Fail(format!("cannot connect to the system bus: {e}")))?;
-    let m = ManagerProxy::new(&conn).await?;
-    let (status, finished_at, reason) = m.wait(id).await?;
+    let conn = system_connection(std::time::Duration::from_secs(10 * 365 * 86_400))
+        .await
+        .map_err(|e| Fail(format!("cannot connect to the system bus: {e}")))?;
+    let exit = Client::new(&conn).await?.wait(id).await?;
     println!(
-        "exit status {status}, finished {}{}",
-        fmt_time(finished_at),
-        if reason.is_empty() {
+        "exit status {}, finished {}{}",
+        exit.status,
+        fmt_time(exit.finished_at),
+        if exit.reason.is_empty() {
             String::new()
         } else {
-            format!(": {reason}")
+            format!(": {}", exit.reason)
         }
     );
     Ok(())
@@ -404,17 +382,20 @@ async fn create(m: &Mutate<'_>, args: &[String]) -> Result<(), Fail> {
     let Some((name, rest)) = args.split_first() else {
         return Err(Fail("create needs a NAME".into()));
     };
-    let mut namespace = "default".to_owned();
-    let mut uid = podscope::domain::SandboxId::random().short().to_owned();
-    let mut attempt = 0u32;
+    let mut pod = PodMetadata {
+        name: name.clone(),
+        namespace: "default".to_owned(),
+        uid: podscope::domain::SandboxId::random().short().to_owned(),
+        attempt: 0,
+    };
     let mut start = false;
-    let mut opts: HashMap<&str, Value<'_>> = HashMap::new();
-    let mut labels = HashMap::new();
-    let mut annotations = HashMap::new();
-    let mut resources: HashMap<&str, Value<'_>> = HashMap::new();
-    let mut ports_list: Vec<HashMap<&str, Value<'_>>> = Vec::new();
-    let mut dns: HashMap<&str, Vec<String>> = HashMap::new();
-    let mut sysctls = HashMap::new();
+    let mut o = CreateOptions::default();
+    let mut labels = BTreeMap::new();
+    let mut annotations = BTreeMap::new();
+    let mut resources = Resources::default();
+    let mut ports = Vec::new();
+    let mut dns = Dns::default();
+    let mut sysctls = BTreeMap::new();
     let mut it = rest.iter();
     while let Some(a) = it.next() {
         let mut val = || {
@@ -422,20 +403,25 @@ async fn create(m: &Mutate<'_>, args: &[String]) -> Result<(), Fail> {
                 .cloned()
                 .ok_or_else(|| Fail(format!("{a} needs a value")))
         };
-        let num = |s: String| {
-            s.parse::<u64>()
+        let num = |s: &str| {
+            s.parse::<u32>()
                 .map_err(|_| Fail(format!("{a}: {s:?} is not a number")))
         };
         match a.as_str() {
-            "--namespace" => namespace = val()?,
-            "--uid" => uid = val()?,
-            "--attempt" => attempt = num(val()?)? as u32,
-            "--hostname" => _ = opts.insert("hostname", val()?.into()),
-            "--host-network" => _ = opts.insert("network", "host".into()),
-            "--pid-namespace" => _ = opts.insert("pid_namespace", val()?.into()),
-            "--cgroup-parent" => _ = opts.insert("cgroup_parent", val()?.into()),
-            "--log-directory" => _ = opts.insert("log_directory", val()?.into()),
-            "--runtime-handler" => _ = opts.insert("runtime_handler", val()?.into()),
+            "--namespace" => pod.namespace = val()?,
+            "--uid" => pod.uid = val()?,
+            "--attempt" => pod.attempt = num(&val()?)?,
+            "--hostname" => o.hostname = Some(val()?),
+            "--host-network" => o.network = Some(NetworkMode::Host),
+            "--pid-namespace" => {
+                o.pid_namespace = Some(
+                    NamespaceMode::parse("--pid-namespace", &val()?)
+                        .map_err(|e| Fail(e.to_string()))?,
+                )
+            }
+            "--cgroup-parent" => o.cgroup_parent = Some(val()?),
+            "--log-directory" => o.log_directory = Some(val()?),
+            "--runtime-handler" => o.runtime_handler = Some(val()?),
             "--label" => {
                 let (k, v) = kv(&val()?, a)?;
                 labels.insert(k, v);
@@ -445,26 +431,24 @@ async fn create(m: &Mutate<'_>, args: &[String]) -> Result<(), Fail> {
                 annotations.insert(k, v);
             }
             "--memory" | "--cpu-quota" | "--cpu-period" | "--cpu-shares" | "--pids-limit" => {
-                if let Some((key, n)) = resource_option(a, &val()?)? {
-                    resources.insert(key, n.into());
-                }
+                resource_option(&mut resources, a, &val()?)?;
             }
             "--port" => {
                 let v = val()?;
-                let (ports, proto) = v.split_once('/').unwrap_or((&v, "tcp"));
-                let (host, container) = ports
+                let (pair, proto) = v.split_once('/').unwrap_or((&v, "tcp"));
+                let (host, container) = pair
                     .split_once(':')
                     .ok_or_else(|| Fail(format!("--port: {v:?} is not HOST:CONTAINER[/PROTO]")))?;
-                let pm: HashMap<&str, Value<'_>> = HashMap::from([
-                    ("host_port", num(host.to_owned())?.into()),
-                    ("container_port", num(container.to_owned())?.into()),
-                    ("protocol", proto.to_owned().into()),
-                ]);
-                ports_list.push(pm);
+                ports.push(PortMapping {
+                    protocol: Protocol::parse(proto).map_err(|e| Fail(format!("--port: {e}")))?,
+                    container_port: num(container)?,
+                    host_port: num(host)?,
+                    host_ip: String::new(),
+                });
             }
-            "--dns-server" => dns.entry("servers").or_default().push(val()?),
-            "--dns-search" => dns.entry("searches").or_default().push(val()?),
-            "--dns-option" => dns.entry("options").or_default().push(val()?),
+            "--dns-server" => dns.servers.push(val()?),
+            "--dns-search" => dns.searches.push(val()?),
+            "--dns-option" => dns.options.push(val()?),
             "--sysctl" => {
                 let (k, v) = kv(&val()?, a)?;
                 sysctls.insert(k, v);
@@ -473,28 +457,17 @@ async fn create(m: &Mutate<'_>, args: &[String]) -> Result<(), Fail> {
             other => return Err(Fail(format!("create: unknown option {other:?}"))),
         }
     }
-    if !labels.is_empty() {
-        opts.insert("labels", labels.into());
-    }
-    if !annotations.is_empty() {
-        opts.insert("annotations", annotations.into());
-    }
-    if !resources.is_empty() {
-        opts.insert("resources", resources.into());
-    }
-    if !ports_list.is_empty() {
-        opts.insert("port_mappings", ports_list.into());
-    }
-    if !dns.is_empty() {
-        opts.insert("dns", dns.into());
-    }
-    if !sysctls.is_empty() {
-        opts.insert("sysctls", sysctls.into());
-    }
+    let some_map = |m: BTreeMap<String, String>| (!m.is_empty()).then_some(m);
+    o.labels = some_map(labels);
+    o.annotations = some_map(annotations);
+    o.sysctls = some_map(sysctls);
+    o.resources = (resources != Resources::default()).then_some(resources);
+    o.port_mappings = (!ports.is_empty()).then_some(ports);
+    o.dns = (dns != Dns::default()).then_some(dns);
     let (id, _): (String, OwnedObjectPath) = m
         .call(
             "Create",
-            &(name, namespace.as_str(), uid.as_str(), attempt, opts),
+            &(&pod.name, &pod.namespace, &pod.uid, pod.attempt, &o),
         )
         .await?;
     if start {
@@ -506,21 +479,27 @@ async fn create(m: &Mutate<'_>, args: &[String]) -> Result<(), Fail> {
     Ok(())
 }
 
-async fn info(m: &ManagerProxy<'_>) -> Result<(), Fail> {
-    let (name, version, api) = m.version().await?;
-    println!("{name} {version} (API {api})");
-    let (os, arch, variant) = m.platform().await?;
+async fn info(m: &Client) -> Result<(), Fail> {
+    let v = m.version().await?;
     println!(
-        "Platform: {os}/{arch}{}",
-        if variant.is_empty() {
+        "{} {} (API {})",
+        v.runtime_name, v.runtime_version, v.api_version
+    );
+    let p = m.platform().await?;
+    println!(
+        "Platform: {}/{}{}",
+        p.os,
+        p.architecture,
+        if p.variant.is_empty() {
             String::new()
         } else {
-            format!("/{variant}")
+            format!("/{}", p.variant)
         }
     );
-    let (conditions, info) = m.runtime_status().await?;
-    for (kind, ok, reason, msg) in conditions {
-        let extra = [reason, msg]
+    let (conditions, info, _) = m.runtime_status().await?;
+    for c in conditions {
+        let (kind, ok) = (c.kind, c.status);
+        let extra = [c.reason, c.message]
             .into_iter()
             .filter(|s| !s.is_empty())
             .collect::<Vec<_>>()
@@ -535,15 +514,10 @@ async fn info(m: &ManagerProxy<'_>) -> Result<(), Fail> {
             }
         );
     }
-    println!(
-        "Sandboxes: {} ({} ready)",
-        dict_u64(&info, "sandboxes"),
-        dict_u64(&info, "ready")
-    );
+    println!("Sandboxes: {} ({} ready)", info.sandboxes, info.ready);
     println!(
         "Recovered at start: {} in {} µs",
-        dict_u64(&info, "recovered"),
-        dict_u64(&info, "recovery_usec")
+        info.recovered, info.recovery_usec
     );
     Ok(())
 }

@@ -1,45 +1,11 @@
-//! The public D-Bus error names (`org.podscope.Sandbox1.Error.*`, and
-//! `org.freedesktop.DBus.Error.AccessDenied` for denials), carrying the full
-//! context message of the daemon's error.
+//! The daemon's errors as D-Bus error replies: the public name of the
+//! error's kind (`api::errors`), carrying its full context message.
 
+use crate::api::errors::{error_name, LIMITS_EXCEEDED};
 use crate::error::{Error, ErrorKind};
 use zbus::message::{Header, Message};
 use zbus::names::ErrorName;
 use zbus::DBusError;
-
-pub const PREFIX: &str = "org.podscope.Sandbox1.Error.";
-
-pub fn error_name(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::NotFound => "org.podscope.Sandbox1.Error.NotFound",
-        ErrorKind::AlreadyExists => "org.podscope.Sandbox1.Error.AlreadyExists",
-        ErrorKind::InvalidArgument => "org.podscope.Sandbox1.Error.InvalidArgument",
-        ErrorKind::InvalidState => "org.podscope.Sandbox1.Error.InvalidState",
-        ErrorKind::NetworkFailed => "org.podscope.Sandbox1.Error.NetworkFailed",
-        ErrorKind::SystemdFailed => "org.podscope.Sandbox1.Error.SystemdFailed",
-        ErrorKind::Timeout => "org.podscope.Sandbox1.Error.Timeout",
-        ErrorKind::Internal => "org.podscope.Sandbox1.Error.Internal",
-        ErrorKind::AccessDenied => "org.freedesktop.DBus.Error.AccessDenied",
-    }
-}
-
-/// The kind for a D-Bus error name (for clients: podscopectl, CRI).
-pub fn kind_of(name: &str) -> Option<ErrorKind> {
-    use ErrorKind::*;
-    [
-        NotFound,
-        AlreadyExists,
-        InvalidArgument,
-        InvalidState,
-        NetworkFailed,
-        SystemdFailed,
-        Timeout,
-        Internal,
-        AccessDenied,
-    ]
-    .into_iter()
-    .find(|k| error_name(*k) == name)
-}
 
 #[derive(Debug)]
 pub struct BusError {
@@ -51,7 +17,7 @@ impl BusError {
     /// Too many calls of a kind in flight (the standard D-Bus name).
     pub fn limits_exceeded(message: String) -> Self {
         BusError {
-            name: "org.freedesktop.DBus.Error.LimitsExceeded",
+            name: LIMITS_EXCEEDED,
             message,
         }
     }
@@ -107,15 +73,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_round_trip() {
-        for k in [
-            ErrorKind::NotFound,
-            ErrorKind::Timeout,
-            ErrorKind::AccessDenied,
-        ] {
-            assert_eq!(kind_of(error_name(k)), Some(k));
-        }
-        assert_eq!(kind_of("org.example.Nope"), None);
+    fn replies_carry_the_kinds_name_and_the_message() {
         let e: BusError = Error::invalid("name", "must not be empty").into();
         assert_eq!(e.name_str(), "org.podscope.Sandbox1.Error.InvalidArgument");
         assert_eq!(e.message(), "name: must not be empty");

@@ -2,57 +2,35 @@
 //! the entry point for creating, driving and inspecting sandboxes.
 
 use super::errors::BusError;
-use super::options::{self, status_dict, summary_dict, Dict};
 use super::Service;
-use crate::domain::State;
+use crate::api::{
+    self, from_dict, Condition, Dict, PodMetadata, RuntimeInfo, SandboxStatus, SandboxSummary,
+};
 use crate::error::Error;
 use crate::lifecycle::ListFilter;
-use std::collections::HashMap;
 use std::sync::Arc;
 use zbus::interface;
 use zbus::message::Header;
 use zbus::object_server::SignalEmitter;
-use zbus::zvariant::{ObjectPath, OwnedObjectPath, OwnedValue, Value};
-
-pub const INTERFACE: &str = "org.podscope.Sandbox1.Manager";
-pub const API_VERSION: &str = "v1";
+use zbus::zvariant::{ObjectPath, OwnedObjectPath};
 
 pub struct Manager {
     pub service: Arc<Service>,
 }
 
+/// List's filter as the lifecycle's query; the id prefix is checked here.
 fn list_filter(filter: &Dict) -> Result<ListFilter, Error> {
-    let mut f = ListFilter::default();
-    for (k, v) in filter {
-        let v: &Value<'_> = v;
-        let field = format!("filter.{k}");
-        match k.as_str() {
-            "id" => {
-                let p = options::get_str(&field, v)?;
-                crate::domain::id::validate_prefix(&p).map_err(|e| e.context("filter"))?;
-                f.id_prefix = Some(p);
-            }
-            "state" => {
-                let s = options::get_str(&field, v)?;
-                f.state = Some(State::parse(&s).ok_or_else(|| {
-                    Error::invalid(
-                        &field,
-                        format!("{s:?} is not one of created, ready, notready"),
-                    )
-                })?);
-            }
-            "labels" => f.labels = options::get_string_map(&field, v)?,
-            "namespace" => f.namespace = Some(options::get_str(&field, v)?),
-            "name" => f.name = Some(options::get_str(&field, v)?),
-            _ => {
-                return Err(Error::invalid(
-                    &field,
-                    "unknown filter (known: id, state, labels, namespace, name)",
-                ))
-            }
-        }
+    let f: api::ListFilter = from_dict(Some("filter"), filter)?;
+    if let Some(p) = &f.id {
+        crate::domain::id::validate_prefix(p).map_err(|e| e.context("filter"))?;
     }
-    Ok(f)
+    Ok(ListFilter {
+        id_prefix: f.id,
+        state: f.state,
+        labels: f.labels.unwrap_or_default(),
+        namespace: f.namespace,
+        name: f.name,
+    })
 }
 
 #[interface(name = "org.podscope.Sandbox1.Manager")]
@@ -68,9 +46,13 @@ impl Manager {
         attempt: u32,
         options: Dict,
     ) -> Result<(String, OwnedObjectPath), BusError> {
-        self.service
-            .create(&hdr, name, namespace, uid, attempt, options)
-            .await
+        let meta = PodMetadata {
+            name,
+            namespace,
+            uid,
+            attempt,
+        };
+        self.service.create(&hdr, meta, options).await
     }
 
     async fn start(&self, #[zbus(header)] hdr: Header<'_>, id: String) -> Result<(), BusError> {
@@ -103,8 +85,8 @@ impl Manager {
         id: String,
         resources: Dict,
     ) -> Result<(), BusError> {
-        let r = options::resources_from_dict("resources", &resources)?;
-        self.service.update_resources(&hdr, &id, r).await
+        let r: api::Resources = from_dict(Some("resources"), &resources)?;
+        self.service.update_resources(&hdr, &id, r.into()).await
     }
 
     #[zbus(out_args("os", "architecture", "variant"))]
@@ -114,20 +96,20 @@ impl Manager {
     }
 
     #[zbus(out_args("status"))]
-    async fn status(&self, id: String) -> Result<Dict, BusError> {
+    async fn status(&self, id: String) -> Result<SandboxStatus, BusError> {
         let entry = self.service.lifecycle.resolve(&id)?;
-        Ok(entry.with(status_dict))
+        Ok(entry.with(SandboxStatus::of))
     }
 
     #[zbus(out_args("sandboxes"))]
-    async fn list(&self, filter: Dict) -> Result<Vec<Dict>, BusError> {
+    async fn list(&self, filter: Dict) -> Result<Vec<SandboxSummary>, BusError> {
         let f = list_filter(&filter)?;
         Ok(self
             .service
             .lifecycle
             .list(&f)
             .iter()
-            .map(|e| e.with(summary_dict))
+            .map(|e| e.with(SandboxSummary::of))
             .collect())
     }
 
@@ -136,13 +118,13 @@ impl Manager {
         (
             "podscope".into(),
             env!("CARGO_PKG_VERSION").into(),
-            API_VERSION.into(),
+            api::API_VERSION.into(),
         )
     }
 
     // Ready conditions as (type, status, reason, message), plus counters.
     #[zbus(out_args("conditions", "info"))]
-    async fn runtime_status(&self) -> (Vec<(String, bool, String, String)>, Dict) {
+    async fn runtime_status(&self) -> (Vec<Condition>, RuntimeInfo) {
         self.service.runtime_status().await
     }
 
@@ -169,8 +151,28 @@ impl Manager {
     ) -> zbus::Result<()>;
 }
 
-pub fn info_value<'a>(v: impl Into<Value<'a>>) -> OwnedValue {
-    v.into().try_to_owned().expect("plain values have no fds")
-}
+#[cfg(test)]
+mod tests {
+    use zbus::object_server::Interface;
 
-pub type Info = HashMap<String, OwnedValue>;
+    /// The attribute above and the proxy spell the interface name again;
+    /// they must agree with the contract's.
+    #[test]
+    fn interface_names_match_the_contract() {
+        assert_eq!(
+            super::Manager::name().as_str(),
+            crate::api::MANAGER_INTERFACE
+        );
+        assert_eq!(
+            crate::bus::sandbox::SandboxObject::name().as_str(),
+            crate::api::SANDBOX_INTERFACE
+        );
+        use zbus::proxy::Defaults;
+        assert_eq!(
+            crate::api::proxy::ManagerProxy::INTERFACE
+                .as_ref()
+                .map(|i| i.as_str()),
+            Some(crate::api::MANAGER_INTERFACE)
+        );
+    }
+}

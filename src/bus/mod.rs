@@ -1,5 +1,6 @@
 //! The D-Bus service `org.podscope.Sandbox1`: one file per object
-//! (`manager`, `sandbox`), named errors, option translation and polkit.
+//! (`manager`, `sandbox`), error replies, polkit and the callers' watch. The
+//! contract itself (names, dictionaries) is `api`.
 //!
 //! Every mutating call is authorized first, then runs in its own task: a
 //! caller that hangs up never cancels a lifecycle step or its cleanup.
@@ -7,10 +8,10 @@
 pub mod callers;
 pub mod errors;
 pub mod manager;
-pub mod options;
 pub mod polkit;
 pub mod sandbox;
 
+use crate::api::{self, Condition, CreateOptions, Dict, PodMetadata, Quarantined, RuntimeInfo};
 use crate::domain::Resources;
 use crate::domain::{SandboxId, State};
 use crate::error::{Error, Result};
@@ -19,10 +20,8 @@ use crate::settings::Settings;
 use crate::store::Store;
 use crate::systemd::Systemd;
 use errors::BusError;
-use manager::{info_value, Info, Manager};
-use options::Dict;
+use manager::Manager;
 use sandbox::SandboxObject;
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -30,11 +29,10 @@ use tokio::sync::mpsc;
 use tracing::warn;
 use zbus::message::Header;
 use zbus::object_server::SignalEmitter;
-use zbus::zvariant::{OwnedObjectPath, Value};
+use zbus::zvariant::OwnedObjectPath;
 use zbus::Connection;
 
-pub const BUS_NAME: &str = "org.podscope.Sandbox1";
-pub const MANAGER_PATH: &str = "/org/podscope/Sandbox1";
+pub use api::{sandbox_path, BUS_NAME, MANAGER_PATH};
 /// Wait calls in flight at once, from all callers (each holds a task and
 /// a reply slot until its pod stops or its caller leaves; reading is open
 /// to every local user).
@@ -59,11 +57,6 @@ fn polkit_details(
         ("name", name.to_owned()),
         ("sandbox_id", id.to_owned()),
     ]
-}
-
-pub fn sandbox_path(id: &SandboxId) -> OwnedObjectPath {
-    OwnedObjectPath::try_from(format!("{MANAGER_PATH}/sandbox/{id}"))
-        .expect("hex ids make valid paths")
 }
 
 pub struct Service {
@@ -154,18 +147,16 @@ impl Service {
     pub async fn create(
         self: &Arc<Self>,
         hdr: &Header<'_>,
-        name: String,
-        namespace: String,
-        uid: String,
-        attempt: u32,
+        meta: PodMetadata,
         options: Dict,
     ) -> Result<(String, OwnedObjectPath), BusError> {
         self.auth
             .check(hdr, "Create", || {
-                polkit_details("Create", &namespace, &name, "")
+                polkit_details("Create", &meta.namespace, &meta.name, "")
             })
             .await?;
-        let config = options::config_from_options(name, namespace, uid, attempt, &options)?;
+        let options: CreateOptions = api::from_dict(None, &options)?;
+        let config = options.into_config(meta);
         let this = self.clone();
         let out = self
             .detached(async move {
@@ -262,15 +253,21 @@ impl Service {
         Ok(())
     }
 
-    pub async fn runtime_status(&self) -> (Vec<(String, bool, String, String)>, Info) {
+    pub async fn runtime_status(&self) -> (Vec<Condition>, RuntimeInfo) {
         let lc = &self.lifecycle;
         let rec = lc.recovery_report();
         let platform = crate::domain::platform::host();
+        let condition = |kind: &str, status: bool, reason: &str, message: String| Condition {
+            kind: kind.to_owned(),
+            status,
+            reason: reason.to_owned(),
+            message,
+        };
         let network = match lc.cni.readiness().await {
-            Ok(list) => (
-                "NetworkReady".to_owned(),
+            Ok(list) => condition(
+                "NetworkReady",
                 true,
-                String::new(),
+                "",
                 format!(
                     "CNI network {:?} ({}, cniVersion {}, plugins {})",
                     list.name,
@@ -283,66 +280,32 @@ impl Service {
                         .join(", ")
                 ),
             ),
-            Err(nr) => (
-                "NetworkReady".to_owned(),
-                false,
-                nr.reason.to_owned(),
-                nr.message,
-            ),
+            Err(nr) => condition("NetworkReady", false, nr.reason, nr.message),
         };
-        let conditions = vec![
-            (
-                "RuntimeReady".to_owned(),
-                true,
-                String::new(),
-                String::new(),
-            ),
-            network,
-        ];
-        let quarantined: Vec<(String, String, String)> = rec
-            .quarantined
-            .iter()
-            .map(|q| {
-                (
-                    q.dir.clone(),
-                    q.moved_to.display().to_string(),
-                    q.reason.clone(),
-                )
-            })
-            .collect();
-        let info: Info = HashMap::from([
-            ("sandboxes".to_owned(), info_value(lc.count() as u32)),
-            (
-                "ready".to_owned(),
-                info_value(lc.count_in(State::Ready) as u32),
-            ),
-            ("recovered".to_owned(), info_value(rec.recovered as u32)),
-            ("recovery_usec".to_owned(), info_value(rec.duration_usec)),
-            ("quarantined".to_owned(), info_value(quarantined)),
-            (
-                "orphans_stopped".to_owned(),
-                info_value(rec.orphans_stopped.clone()),
-            ),
-            (
-                "network_teardowns_owed".to_owned(),
-                info_value(lc.attachments_owed() as u32),
-            ),
-            (
-                "state_dir".to_owned(),
-                info_value(lc.settings.state_dir.display().to_string()),
-            ),
-            (
-                "runtime_handlers".to_owned(),
-                info_value(lc.settings.runtime_handlers.clone()),
-            ),
-            (
-                "waits_in_flight".to_owned(),
-                info_value(self.waiters.load(Ordering::Acquire) as u32),
-            ),
-            ("os".to_owned(), info_value(platform.os)),
-            ("architecture".to_owned(), info_value(platform.architecture)),
-            ("variant".to_owned(), info_value(platform.variant)),
-        ]);
+        let conditions = vec![condition("RuntimeReady", true, "", String::new()), network];
+        let info = RuntimeInfo {
+            sandboxes: lc.count() as u32,
+            ready: lc.count_in(State::Ready) as u32,
+            recovered: rec.recovered as u32,
+            recovery_usec: rec.duration_usec,
+            quarantined: rec
+                .quarantined
+                .iter()
+                .map(|q| Quarantined {
+                    dir: q.dir.clone(),
+                    moved_to: q.moved_to.display().to_string(),
+                    reason: q.reason.clone(),
+                })
+                .collect(),
+            orphans_stopped: rec.orphans_stopped.clone(),
+            network_teardowns_owed: lc.attachments_owed() as u32,
+            state_dir: lc.settings.state_dir.display().to_string(),
+            runtime_handlers: lc.settings.runtime_handlers.clone(),
+            waits_in_flight: self.waiters.load(Ordering::Acquire) as u32,
+            os: platform.os.into(),
+            architecture: platform.architecture.into(),
+            variant: platform.variant.into(),
+        };
         (conditions, info)
     }
 }
@@ -450,6 +413,8 @@ async fn announce(
     }
 }
 
+/// PropertiesChanged for the properties that change (zbus's emitters, so
+/// the list is the interface's own), then SandboxStateChanged.
 async fn changed(
     conn: &Connection,
     lifecycle: &Lifecycle,
@@ -459,25 +424,19 @@ async fn changed(
     let Some(entry) = lifecycle.get(id) else {
         return Ok(());
     };
-    let sb = entry.snapshot();
+    let state = entry.with(|sb| sb.state);
     let path = sandbox_path(id);
-    let emitter = SignalEmitter::new(conn, path.as_ref())?;
-    let netns = options::live_netns_path(&sb);
-    let changed: HashMap<&str, Value<'_>> = HashMap::from([
-        ("State", Value::from(sb.state.as_str())),
-        ("StartedAt", Value::from(sb.started_at)),
-        ("FinishedAt", Value::from(sb.finished_at)),
-        ("InitPid", Value::from(sb.init_pid)),
-        ("NetnsPath", Value::from(netns.as_str())),
-        ("Reason", Value::from(sb.reason.as_str())),
-        ("IPs", Value::from(sb.network.ips.clone())),
-    ]);
-    zbus::fdo::Properties::properties_changed(
-        &emitter,
-        zbus::names::InterfaceName::from_static_str_unchecked(sandbox::INTERFACE),
-        changed,
-        std::borrow::Cow::Borrowed(&[]),
-    )
-    .await?;
-    Manager::sandbox_state_changed(manager, id.as_str(), path.as_ref(), sb.state.as_str()).await
+    // Not exported yet (a change during Create): nobody can watch it.
+    if let Ok(iface) = conn
+        .object_server()
+        .interface::<_, SandboxObject>(&path)
+        .await
+    {
+        iface
+            .get()
+            .await
+            .emit_changes(iface.signal_emitter())
+            .await?;
+    }
+    Manager::sandbox_state_changed(manager, id.as_str(), path.as_ref(), state.as_str()).await
 }

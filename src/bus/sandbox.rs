@@ -3,15 +3,13 @@
 //! lifecycle methods.
 
 use super::errors::BusError;
-use super::options::live_netns_path;
 use super::Service;
 use crate::registry::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 use zbus::interface;
 use zbus::message::Header;
-
-pub const INTERFACE: &str = "org.podscope.Sandbox1.Sandbox";
+use zbus::object_server::SignalEmitter;
 
 pub struct SandboxObject {
     pub entry: Arc<Entry>,
@@ -103,7 +101,7 @@ impl SandboxObject {
     }
     #[zbus(property)]
     fn netns_path(&self) -> String {
-        self.entry.with(live_netns_path)
+        self.entry.with(|s| s.live_netns_path())
     }
     #[zbus(property, name = "IPs")]
     fn ips(&self) -> Vec<String> {
@@ -117,5 +115,19 @@ impl SandboxObject {
     #[zbus(property)]
     fn reason(&self) -> String {
         self.entry.with(|s| s.reason.clone())
+    }
+}
+
+impl SandboxObject {
+    /// PropertiesChanged for each property that is not "const", with the
+    /// emitters zbus generates from the declarations above.
+    pub async fn emit_changes(&self, emitter: &SignalEmitter<'_>) -> zbus::Result<()> {
+        self.state_changed(emitter).await?;
+        self.started_at_changed(emitter).await?;
+        self.finished_at_changed(emitter).await?;
+        self.init_pid_changed(emitter).await?;
+        self.netns_path_changed(emitter).await?;
+        self.reason_changed(emitter).await?;
+        self.i_ps_changed(emitter).await
     }
 }

@@ -1,11 +1,12 @@
 //! CRI messages to and from the daemon's terms, with no I/O: a
 //! `RunPodSandboxRequest` becomes a validated `SandboxConfig` (the daemon's
-//! own validation, errors renamed to the CRI field paths), Status and List
-//! dictionaries become `PodSandboxStatus` and `PodSandbox`.
+//! own validation, errors renamed to the CRI field paths), the daemon's
+//! `SandboxStatus` and `SandboxSummary` become `PodSandboxStatus` and
+//! `PodSandbox`.
 
-use crate::client::{dict_map, dict_str, dict_strs, dict_u64, Dict};
+use crate::api::{self, Dict, SandboxStatus, SandboxSummary};
 use crate::domain::{
-    DnsConfig, NamespaceMode, NetworkMode, PortMapping, Protocol, Resources, SandboxConfig,
+    DnsConfig, NamespaceMode, NetworkMode, PortMapping, Protocol, Resources, SandboxConfig, State,
 };
 use k8s_cri::v1 as cri;
 use std::collections::{BTreeMap, HashMap};
@@ -189,76 +190,87 @@ pub fn config_from_request(req: &cri::RunPodSandboxRequest) -> Result<SandboxCon
     Ok(c)
 }
 
-pub fn state_of(d: &Dict) -> cri::PodSandboxState {
+pub fn state_of(state: State) -> cri::PodSandboxState {
     // CRI has no "created": a sandbox that is not running is not ready.
-    if dict_str(d, "state") == "ready" {
+    if state == State::Ready {
         cri::PodSandboxState::SandboxReady
     } else {
         cri::PodSandboxState::SandboxNotready
     }
 }
 
-pub fn metadata_of(d: &Dict) -> cri::PodSandboxMetadata {
+pub fn metadata_of(s: &SandboxSummary) -> cri::PodSandboxMetadata {
     cri::PodSandboxMetadata {
-        name: dict_str(d, "name"),
-        uid: dict_str(d, "uid"),
-        namespace: dict_str(d, "namespace"),
-        attempt: dict_u64(d, "attempt") as u32,
+        name: s.name.clone(),
+        uid: s.uid.clone(),
+        namespace: s.namespace.clone(),
+        attempt: s.attempt,
     }
 }
 
 /// The daemon keeps µs since the epoch; CRI wants ns.
-fn created_at_ns(d: &Dict) -> i64 {
-    (dict_u64(d, "created_at") as i64).saturating_mul(1000)
+fn ns_of_usec(usec: u64) -> i64 {
+    (usec as i64).saturating_mul(1000)
+}
+
+fn hash_map(m: &BTreeMap<String, String>) -> HashMap<String, String> {
+    m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
 /// A List summary as a CRI `PodSandbox`.
-pub fn pod_sandbox(d: &Dict) -> cri::PodSandbox {
+pub fn pod_sandbox(s: &SandboxSummary) -> cri::PodSandbox {
     cri::PodSandbox {
-        id: dict_str(d, "id"),
-        metadata: Some(metadata_of(d)),
-        state: state_of(d) as i32,
-        created_at: created_at_ns(d),
-        labels: dict_map(d, "labels"),
-        annotations: dict_map(d, "annotations"),
-        runtime_handler: dict_str(d, "runtime_handler"),
+        id: s.id.clone(),
+        metadata: Some(metadata_of(s)),
+        state: state_of(s.state) as i32,
+        created_at: ns_of_usec(s.created_at),
+        labels: hash_map(&s.labels),
+        annotations: hash_map(&s.annotations),
+        runtime_handler: s.runtime_handler.clone(),
     }
 }
 
-fn cri_namespace_mode(s: &str) -> cri::NamespaceMode {
-    match s {
-        "pod" => cri::NamespaceMode::Pod,
-        "node" | "host" => cri::NamespaceMode::Node,
-        _ => cri::NamespaceMode::Container,
+fn cri_namespace_mode(m: NamespaceMode) -> cri::NamespaceMode {
+    match m {
+        NamespaceMode::Pod => cri::NamespaceMode::Pod,
+        NamespaceMode::Node => cri::NamespaceMode::Node,
+        NamespaceMode::Container => cri::NamespaceMode::Container,
     }
 }
 
-/// A Status dictionary as a CRI `PodSandboxStatus`.
-pub fn sandbox_status(d: &Dict) -> cri::PodSandboxStatus {
-    let mut ips = dict_strs(d, "ips").into_iter();
+fn cri_network_mode(m: NetworkMode) -> cri::NamespaceMode {
+    match m {
+        NetworkMode::Pod => cri::NamespaceMode::Pod,
+        NetworkMode::Host => cri::NamespaceMode::Node,
+    }
+}
+
+/// A Status as a CRI `PodSandboxStatus`.
+pub fn sandbox_status(s: &SandboxStatus) -> cri::PodSandboxStatus {
+    let mut ips = s.ips.iter().cloned();
     let network = ips.next().map(|ip| cri::PodSandboxNetworkStatus {
         ip,
         additional_ips: ips.map(|ip| cri::PodIp { ip }).collect(),
     });
     cri::PodSandboxStatus {
-        id: dict_str(d, "id"),
-        metadata: Some(metadata_of(d)),
-        state: state_of(d) as i32,
-        created_at: created_at_ns(d),
+        id: s.id.clone(),
+        metadata: Some(metadata_of(&s.summary())),
+        state: state_of(s.state) as i32,
+        created_at: ns_of_usec(s.created_at),
         network: Some(network.unwrap_or_default()),
         linux: Some(cri::LinuxPodSandboxStatus {
             namespaces: Some(cri::Namespace {
                 options: Some(cri::NamespaceOption {
-                    network: cri_namespace_mode(&dict_str(d, "network")) as i32,
-                    pid: cri_namespace_mode(&dict_str(d, "pid_namespace")) as i32,
-                    ipc: cri_namespace_mode(&dict_str(d, "ipc_namespace")) as i32,
+                    network: cri_network_mode(s.network) as i32,
+                    pid: cri_namespace_mode(s.pid_namespace) as i32,
+                    ipc: cri_namespace_mode(s.ipc_namespace) as i32,
                     ..Default::default()
                 }),
             }),
         }),
-        labels: dict_map(d, "labels"),
-        annotations: dict_map(d, "annotations"),
-        runtime_handler: dict_str(d, "runtime_handler"),
+        labels: hash_map(&s.labels),
+        annotations: hash_map(&s.annotations),
+        runtime_handler: s.runtime_handler.clone(),
     }
 }
 
@@ -267,7 +279,7 @@ pub fn sandbox_status(d: &Dict) -> cri::PodSandboxStatus {
 /// "notready", which its filter cannot say in one go).
 #[derive(Debug)]
 pub struct ListQuery {
-    pub filter: HashMap<&'static str, Value<'static>>,
+    pub filter: api::ListFilter,
     pub only_not_ready: bool,
 }
 
@@ -276,18 +288,16 @@ pub fn list_query(
     state: Option<i32>,
     labels: &HashMap<String, String>,
 ) -> Result<ListQuery, Status> {
-    let mut filter: HashMap<&'static str, Value<'static>> = HashMap::new();
+    let mut filter = api::ListFilter::default();
     let mut only_not_ready = false;
     if !id.is_empty() {
         crate::domain::id::validate_prefix(id)
             .map_err(|e| Status::invalid_argument(format!("filter.id: {e}")))?;
-        filter.insert("id", Value::from(id.to_owned()));
+        filter.id = Some(id.to_owned());
     }
     match state.map(cri::PodSandboxState::try_from) {
         None => {}
-        Some(Ok(cri::PodSandboxState::SandboxReady)) => {
-            filter.insert("state", Value::from("ready"));
-        }
+        Some(Ok(cri::PodSandboxState::SandboxReady)) => filter.state = Some(State::Ready),
         Some(Ok(cri::PodSandboxState::SandboxNotready)) => only_not_ready = true,
         Some(Err(_)) => {
             return Err(invalid(
@@ -300,7 +310,7 @@ pub fn list_query(
         }
     }
     if !labels.is_empty() {
-        filter.insert("labels", Value::from(labels.clone()));
+        filter.labels = Some(btree(labels));
     }
     Ok(ListQuery {
         filter,
@@ -353,7 +363,6 @@ pub fn dict_json(d: &Dict) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zbus::zvariant::OwnedValue;
 
     fn request() -> cri::RunPodSandboxRequest {
         cri::RunPodSandboxRequest {
@@ -523,31 +532,27 @@ mod tests {
         }
     }
 
-    fn ov<'a>(v: impl Into<Value<'a>>) -> OwnedValue {
-        v.into().try_to_owned().unwrap()
-    }
-
-    fn status() -> Dict {
-        HashMap::from([
-            ("id".to_owned(), ov("ab".repeat(32))),
-            ("name".to_owned(), ov("web-0")),
-            ("namespace".to_owned(), ov("default")),
-            ("uid".to_owned(), ov("7c1a")),
-            ("attempt".to_owned(), ov(2u32)),
-            ("state".to_owned(), ov("ready")),
-            ("created_at".to_owned(), ov(1_700_000_000_000_000u64)),
-            ("ips".to_owned(), ov(vec!["10.233.0.2", "fd00::2"])),
-            ("network".to_owned(), ov("pod")),
-            ("pid_namespace".to_owned(), ov("container")),
-            ("ipc_namespace".to_owned(), ov("pod")),
-            ("labels".to_owned(), ov(HashMap::from([("app", "web")]))),
-            ("annotations".to_owned(), ov(HashMap::<&str, &str>::new())),
-            ("runtime_handler".to_owned(), ov("")),
-        ])
+    fn status() -> SandboxStatus {
+        let mut sb = crate::domain::Sandbox::new(
+            crate::domain::SandboxId::parse(&"ab".repeat(32)).unwrap(),
+            SandboxConfig {
+                name: "web-0".into(),
+                namespace: "default".into(),
+                uid: "7c1a".into(),
+                attempt: 2,
+                labels: [("app".to_owned(), "web".to_owned())].into(),
+                ..Default::default()
+            },
+            "podscope.slice".into(),
+            1_700_000_000_000_000,
+        );
+        sb.state = State::Ready;
+        sb.network.ips = vec!["10.233.0.2".into(), "fd00::2".into()];
+        SandboxStatus::of(&sb)
     }
 
     #[test]
-    fn status_dictionary_becomes_pod_sandbox_status() {
+    fn status_becomes_pod_sandbox_status() {
         let s = sandbox_status(&status());
         assert_eq!(s.state, cri::PodSandboxState::SandboxReady as i32);
         assert_eq!(s.created_at, 1_700_000_000_000_000_000);
@@ -559,22 +564,30 @@ mod tests {
         assert_eq!(ns.network, cri::NamespaceMode::Pod as i32);
         assert_eq!(ns.pid, cri::NamespaceMode::Container as i32);
         assert_eq!(s.labels["app"], "web");
-        let mut d = status();
-        d.insert("state".into(), ov("created"));
-        assert_eq!(state_of(&d), cri::PodSandboxState::SandboxNotready);
-        let json: serde_json::Value = serde_json::from_str(&dict_json(&status())).unwrap();
+        assert_eq!(
+            state_of(State::Created),
+            cri::PodSandboxState::SandboxNotready
+        );
+        let d = api::to_dict(&status()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&dict_json(&d)).unwrap();
         assert_eq!(json["ips"][1], "fd00::2");
         assert_eq!(json["labels"]["app"], "web");
         assert_eq!(json["attempt"], 2);
+        assert_eq!(
+            json["cgroup"],
+            format!("/podscope.slice/podscope-{}.scope", "ab".repeat(32))
+        );
     }
 
     #[test]
     fn list_filters_translate() {
         let q = list_query("ab12", Some(0), &HashMap::from([("a".into(), "b".into())])).unwrap();
         assert!(!q.only_not_ready);
-        assert_eq!(q.filter.len(), 3);
+        assert_eq!(q.filter.id.as_deref(), Some("ab12"));
+        assert_eq!(q.filter.state, Some(State::Ready));
+        assert_eq!(q.filter.labels.as_ref().unwrap()["a"], "b");
         let q = list_query("", Some(1), &HashMap::new()).unwrap();
-        assert!(q.only_not_ready && q.filter.is_empty());
+        assert!(q.only_not_ready && q.filter == api::ListFilter::default());
         assert!(list_query("", Some(7), &HashMap::new())
             .unwrap_err()
             .message()

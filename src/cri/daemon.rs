@@ -4,14 +4,15 @@
 //! which D-Bus activation brings back.
 
 use super::errors::{connection_lost, status_of};
-use crate::client::ManagerProxy;
+use crate::api::proxy::{system_connection, ManagerProxy};
+use crate::api::Client;
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::Mutex;
 use tonic::Status;
 
 pub struct Daemon {
-    proxy: Mutex<Option<ManagerProxy<'static>>>,
+    proxy: Mutex<Option<Client>>,
     /// Upper bound for one D-Bus call; a longer wait is DEADLINE_EXCEEDED.
     call_timeout: Duration,
 }
@@ -24,7 +25,7 @@ impl Daemon {
         }
     }
 
-    async fn proxy(&self) -> zbus::Result<ManagerProxy<'static>> {
+    async fn client(&self) -> zbus::Result<Client> {
         let mut slot = self.proxy.lock().await;
         if let Some(p) = slot.as_ref() {
             return Ok(p.clone());
@@ -36,7 +37,7 @@ impl Daemon {
                 format!("cannot connect to the system bus: {e}"),
             )))
         };
-        let conn = crate::client::system_connection(self.call_timeout)
+        let conn = system_connection(self.call_timeout)
             .await
             .map_err(unavailable)?;
         // No properties to cache: building the proxy costs no round-trip.
@@ -45,18 +46,19 @@ impl Daemon {
             .build()
             .await
             .map_err(unavailable)?;
-        *slot = Some(p.clone());
-        Ok(p)
+        let c = Client::from_proxy(p);
+        *slot = Some(c.clone());
+        Ok(c)
     }
 
     /// Run one call to podscoped; a broken connection is dropped so the
     /// next call makes a new one.
     pub async fn call<T, F, Fut>(&self, f: F) -> Result<T, zbus::Error>
     where
-        F: FnOnce(ManagerProxy<'static>) -> Fut,
+        F: FnOnce(Client) -> Fut,
         Fut: Future<Output = zbus::Result<T>>,
     {
-        let r = f(self.proxy().await?).await;
+        let r = f(self.client().await?).await;
         if let Err(e) = &r {
             if connection_lost(e) {
                 tracing::warn!("system bus connection lost ({e}); reconnecting on the next call");
@@ -69,7 +71,7 @@ impl Daemon {
     /// `call`, with the error already a gRPC status.
     pub async fn rpc<T, F, Fut>(&self, f: F) -> Result<T, Status>
     where
-        F: FnOnce(ManagerProxy<'static>) -> Fut,
+        F: FnOnce(Client) -> Fut,
         Fut: Future<Output = zbus::Result<T>>,
     {
         self.call(f).await.map_err(|e| status_of(&e))

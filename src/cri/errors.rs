@@ -3,7 +3,7 @@
 //! not running and not activatable, gone mid-call, the bus itself down —
 //! is UNAVAILABLE, so kubelet retries instead of giving up.
 
-use crate::bus::errors::kind_of;
+use crate::api::errors::{is, kind_of};
 use crate::error::ErrorKind;
 use tonic::{Code, Status};
 use zbus::DBusError;
@@ -82,17 +82,17 @@ pub fn status_of(e: &zbus::Error) -> Status {
 
 /// Whether a daemon error is NotFound (Stop and Remove treat that as done).
 pub fn is_not_found(e: &zbus::Error) -> bool {
-    matches!(e, zbus::Error::MethodError(name, _, _) if kind_of(name.as_str()) == Some(ErrorKind::NotFound))
+    is(e, ErrorKind::NotFound)
 }
 
 pub fn is_already_exists(e: &zbus::Error) -> bool {
-    matches!(e, zbus::Error::MethodError(name, _, _) if kind_of(name.as_str()) == Some(ErrorKind::AlreadyExists))
+    is(e, ErrorKind::AlreadyExists)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bus::errors::error_name;
+    use crate::api::errors::error_name;
 
     #[test]
     fn daemon_kinds_map_to_the_documented_codes() {

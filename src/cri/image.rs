@@ -4,7 +4,6 @@
 
 use super::daemon::Daemon;
 use super::runtime::now_ns;
-use crate::client::dict_str;
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::image_service_server::ImageService;
 use std::os::unix::fs::MetadataExt;
@@ -45,10 +44,10 @@ fn unimplemented(what: &str) -> Status {
 }
 
 async fn state_dir(daemon: &Daemon) -> Result<String, Status> {
-    let (_, info) = daemon
+    let (_, info, _) = daemon
         .rpc(|m| async move { m.runtime_status().await })
         .await?;
-    Ok(dict_str(&info, "state_dir"))
+    Ok(info.state_dir)
 }
 
 #[tonic::async_trait]

@@ -6,9 +6,8 @@ use super::convert::{self, config_from_request};
 use super::daemon::Daemon;
 use super::errors::{is_already_exists, is_not_found, status_of};
 use super::stats::{self, CpuRates, PodRef};
-use crate::bus::options::options_from_config;
-use crate::client::{dict_str, dict_strs, dict_u64, Dict};
-use crate::domain::SandboxConfig;
+use crate::api::{CreateOptions, ListFilter, SandboxSummary};
+use crate::domain::{NetworkMode, SandboxConfig, State};
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::runtime_service_server::RuntimeService;
 use std::collections::{HashMap, HashSet};
@@ -120,17 +119,14 @@ impl Cri {
                 ))
             })?;
         }
-        let options = options_from_config(&config);
+        let (meta, options) = CreateOptions::from_config(&config);
         let deadline = Instant::now() + Duration::from_secs(300);
         let c = &config;
         loop {
-            let opts = options.clone();
+            let (meta, opts) = (&meta, &options);
             let created = self
                 .daemon
-                .call(|m| async move {
-                    m.create(&c.name, &c.namespace, &c.uid, c.attempt, opts)
-                        .await
-                })
+                .call(|m| async move { m.create(meta, opts).await })
                 .await;
             match created {
                 Ok((id, _)) => {
@@ -179,24 +175,21 @@ impl Cri {
     /// finished creating it; a stopped one is an error (a new attempt is
     /// needed).
     async fn existing(&self, config: &SandboxConfig) -> Result<Option<String>, Status> {
-        let (name, namespace) = (config.name.clone(), config.namespace.clone());
-        let found = self
-            .daemon
-            .rpc(|m| async move {
-                m.list(HashMap::from([
-                    ("name", name.as_str().into()),
-                    ("namespace", namespace.as_str().into()),
-                ]))
-                .await
-            })
-            .await?;
-        let Some(d) = found.iter().find(|d| {
-            dict_str(d, "uid") == config.uid && dict_u64(d, "attempt") == u64::from(config.attempt)
-        }) else {
+        let filter = ListFilter {
+            name: Some(config.name.clone()),
+            namespace: Some(config.namespace.clone()),
+            ..Default::default()
+        };
+        let f = &filter;
+        let found = self.daemon.rpc(|m| async move { m.list(f).await }).await?;
+        let Some(d) = found
+            .into_iter()
+            .find(|d| d.uid == config.uid && d.attempt == config.attempt)
+        else {
             return Ok(None);
         };
-        let id = dict_str(d, "id");
-        if dict_str(d, "state") == "notready" {
+        let id = d.id;
+        if d.state == State::NotReady {
             return Err(Status::already_exists(format!(
                 "sandbox {id} for {}/{} uid {} attempt {} exists and is stopped; use a new attempt",
                 config.namespace, config.name, config.uid, config.attempt
@@ -227,35 +220,37 @@ impl Cri {
         .await
     }
 
-    async fn list(&self, q: convert::ListQuery) -> Result<Vec<Dict>, Status> {
-        let filter = q.filter;
+    async fn list(&self, q: convert::ListQuery) -> Result<Vec<SandboxSummary>, Status> {
+        let filter = &q.filter;
         let mut all = self
             .daemon
             .rpc(|m| async move { m.list(filter).await })
             .await?;
         if q.only_not_ready {
-            all.retain(|d| dict_str(d, "state") != "ready");
+            all.retain(|d| d.state != State::Ready);
         }
         Ok(all)
     }
 
-    fn pod_stats(&self, mounts: &stats::Mounts, d: &Dict, timestamp: i64) -> cri::PodSandboxStats {
-        let id = dict_str(d, "id");
-        let slice = dict_str(d, "slice");
-        let unit = dict_str(d, "unit");
+    fn pod_stats(
+        &self,
+        mounts: &stats::Mounts,
+        d: &SandboxSummary,
+        timestamp: i64,
+    ) -> cri::PodSandboxStats {
         let pod = PodRef {
-            id: &id,
-            slice: &slice,
-            unit: &unit,
-            init_pid: dict_u64(d, "init_pid") as u32,
-            pod_network: dict_str(d, "network") == "pod",
+            id: &d.id,
+            cgroup: &d.cgroup,
+            init_pid: d.init_pid,
+            pod_network: d.network == NetworkMode::Pod,
         };
+        let pod_sandbox = convert::pod_sandbox(d);
         cri::PodSandboxStats {
             attributes: Some(cri::PodSandboxAttributes {
-                id: id.clone(),
-                metadata: Some(convert::metadata_of(d)),
-                labels: crate::client::dict_map(d, "labels"),
-                annotations: crate::client::dict_map(d, "annotations"),
+                id: d.id.clone(),
+                metadata: pod_sandbox.metadata,
+                labels: pod_sandbox.labels,
+                annotations: pod_sandbox.annotations,
             }),
             linux: stats::linux_stats(mounts, &pod, &self.rates, timestamp),
             windows: None,
@@ -270,16 +265,16 @@ impl RuntimeService for RuntimeApi {
         _req: Request<cri::VersionRequest>,
     ) -> Result<Response<cri::VersionResponse>, Status> {
         traced("Version", "", async {
-            let (name, version, api) = self
+            let v = self
                 .0
                 .daemon
                 .rpc(|m| async move { m.version().await })
                 .await?;
             Ok(cri::VersionResponse {
                 version: KUBELET_API_VERSION.into(),
-                runtime_name: name,
-                runtime_version: version,
-                runtime_api_version: api,
+                runtime_name: v.runtime_name,
+                runtime_version: v.runtime_version,
+                runtime_api_version: v.api_version,
             })
         })
         .await
@@ -340,17 +335,17 @@ impl RuntimeService for RuntimeApi {
         traced("PodSandboxStatus", &id, async {
             required_id(&id)?;
             let idr = id.as_str();
-            let d = self
+            let (s, d) = self
                 .0
                 .daemon
-                .rpc(|m| async move { m.status(idr).await })
+                .rpc(|m| async move { m.status_with_dict(idr).await })
                 .await?;
             let mut info = HashMap::new();
             if req.verbose {
                 info.insert("info".to_owned(), convert::dict_json(&d));
             }
             Ok(cri::PodSandboxStatusResponse {
-                status: Some(convert::sandbox_status(&d)),
+                status: Some(convert::sandbox_status(&s)),
                 info,
                 containers_statuses: Vec::new(),
                 timestamp: now_ns(),
@@ -391,14 +386,17 @@ impl RuntimeService for RuntimeApi {
                 .daemon
                 .rpc(|m| async move { m.status(idr).await })
                 .await?;
-            if dict_str(&d, "state") != "ready" {
+            if d.state != State::Ready {
                 return Err(Status::failed_precondition(format!(
                     "sandbox {} is not ready: it has no processes to measure",
-                    dict_str(&d, "id")
+                    d.id
                 )));
             }
             Ok(cri::PodSandboxStatsResponse {
-                stats: Some(self.0.pod_stats(&stats::Mounts::read(), &d, now_ns())),
+                stats: Some(
+                    self.0
+                        .pod_stats(&stats::Mounts::read(), &d.summary(), now_ns()),
+                ),
             })
         })
         .await
@@ -423,7 +421,7 @@ impl RuntimeService for RuntimeApi {
                 .map(|d| self.0.pod_stats(&mounts, d, ts))
                 .collect();
             if f.id.is_empty() && f.label_selector.is_empty() {
-                let live: HashSet<String> = pods.iter().map(|d| dict_str(d, "id")).collect();
+                let live: HashSet<String> = pods.iter().map(|d| d.id.clone()).collect();
                 self.0.rates.retain(&live);
             }
             Ok(cri::ListPodSandboxStatsResponse { stats })
@@ -437,23 +435,23 @@ impl RuntimeService for RuntimeApi {
     ) -> Result<Response<cri::StatusResponse>, Status> {
         let verbose = req.into_inner().verbose;
         traced("Status", "", async {
-            let (conditions, info) = self
+            let (conditions, info, raw) = self
                 .0
                 .daemon
                 .rpc(|m| async move { m.runtime_status().await })
                 .await?;
             let conditions = conditions
                 .into_iter()
-                .map(|(r#type, status, reason, message)| cri::RuntimeCondition {
-                    r#type,
-                    status,
-                    reason,
-                    message,
+                .map(|c| cri::RuntimeCondition {
+                    r#type: c.kind,
+                    status: c.status,
+                    reason: c.reason,
+                    message: c.message,
                 })
                 .collect();
             // "" is the default handler and always there.
             let mut handlers = vec![String::new()];
-            handlers.extend(dict_strs(&info, "runtime_handlers"));
+            handlers.extend(info.runtime_handlers);
             handlers.dedup();
             let features = cri::RuntimeHandlerFeatures {
                 recursive_read_only_mounts: false,
@@ -461,7 +459,7 @@ impl RuntimeService for RuntimeApi {
             };
             let mut out_info = HashMap::new();
             if verbose {
-                out_info.insert("info".to_owned(), convert::dict_json(&info));
+                out_info.insert("info".to_owned(), convert::dict_json(&raw));
             }
             Ok(cri::StatusResponse {
                 status: Some(cri::RuntimeStatus { conditions }),

@@ -3,7 +3,6 @@
 //! interface counters from the pod's network namespace as its init sees it
 //! (`/proc/<pid>/net/dev`).
 
-use crate::domain::slice::slice_cgroup_path;
 use cgroups_rs::fs::cpu::CpuController;
 use cgroups_rs::fs::cpuacct::CpuAcctController;
 use cgroups_rs::fs::memory::MemController;
@@ -92,9 +91,9 @@ impl Hierarchy for Mounts {
     }
 }
 
-/// Read the cgroup of `unit` in `slice`; None when it is gone.
-pub fn read_cgroup(mounts: &Mounts, slice: &str, unit: &str) -> Option<CgroupSample> {
-    let path = format!("{}/{unit}", slice_cgroup_path(slice));
+/// Read the control group at `path` (below the hierarchy's root, as the
+/// daemon reports it); None when it is gone.
+pub fn read_cgroup(mounts: &Mounts, path: &str) -> Option<CgroupSample> {
     let cg = Cgroup::load(Box::new(mounts.clone()), path.trim_start_matches('/'));
     if !cg.exists() {
         return None;
@@ -219,8 +218,8 @@ impl CpuRates {
 
 pub struct PodRef<'a> {
     pub id: &'a str,
-    pub slice: &'a str,
-    pub unit: &'a str,
+    /// The scope's control group, from Status or List.
+    pub cgroup: &'a str,
     pub init_pid: u32,
     pub pod_network: bool,
 }
@@ -232,7 +231,7 @@ pub fn linux_stats(
     rates: &CpuRates,
     timestamp: i64,
 ) -> Option<cri::LinuxPodSandboxStats> {
-    let s = read_cgroup(mounts, pod.slice, pod.unit)?;
+    let s = read_cgroup(mounts, pod.cgroup)?;
     let working_set = s.working_set();
     Some(cri::LinuxPodSandboxStats {
         cpu: Some(cri::CpuUsage {

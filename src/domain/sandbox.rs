@@ -86,6 +86,25 @@ impl Sandbox {
     pub fn netns_path(&self) -> String {
         netns_path_of(&self.id)
     }
+
+    /// Where the pod's network namespace is, while it has one ("" else).
+    pub fn live_netns_path(&self) -> String {
+        if self.has_netns() && self.state != State::NotReady {
+            self.netns_path()
+        } else {
+            String::new()
+        }
+    }
+
+    /// The scope's control group below the hierarchy's root, as systemd
+    /// places it (`/podscope.slice/podscope-<id>.scope`).
+    pub fn cgroup_path(&self) -> String {
+        format!(
+            "{}/{}",
+            super::slice::slice_cgroup_path(&self.slice),
+            self.unit()
+        )
+    }
 }
 
 /// Where network namespaces are pinned (the iproute2 convention, so

@@ -2,8 +2,6 @@
 //! policy in front of them (real dbus-daemon), and polkitd going away.
 
 use crate::common::*;
-use podscope::client::dict_str;
-use std::collections::HashMap;
 use std::time::Duration;
 
 /// A polkit rules file, in place until dropped (polkitd reloads on its own).
@@ -34,7 +32,7 @@ fn send_as_nobody(dest: &str, path: &str, member: &str, args: &str) -> (i32, Str
 #[tokio::test(flavor = "multi_thread")]
 async fn polkitd_gone_denies_non_root_callers_saying_why_and_root_still_works() {
     let (m, _) = manager().await;
-    let id = create_started(&m, "nopolkit", HashMap::new()).await;
+    let id = create_started(&m, "nopolkit", CreateOptions::default()).await;
     // Put polkitd back even when an assertion fails.
     struct Restore;
     impl Drop for Restore {
@@ -51,14 +49,14 @@ async fn polkitd_gone_denies_non_root_callers_saying_why_and_root_still_works() 
         err.contains("Stop denied") && err.contains("polkit is unavailable"),
         "the denial says why: {err}"
     );
-    assert_eq!(dict_str(&m.status(&id).await.unwrap(), "state"), "ready");
+    assert_eq!(m.status(&id).await.unwrap().state, State::Ready);
     let (rc, out, err) = as_nobody(&format!("podscopectl status {id}"));
     assert_eq!(rc, 0, "reading needs no polkit: {err}");
     assert!(out.contains("ready"), "{out}");
 
     // Root does not depend on polkitd.
     m.stop(&id).await.unwrap();
-    assert_eq!(dict_str(&m.status(&id).await.unwrap(), "state"), "notready");
+    assert_eq!(m.status(&id).await.unwrap().state, State::NotReady);
 
     // polkitd back: the same caller gets polkit's own answer again.
     sh("systemctl unmask --runtime polkit.service && systemctl start polkit.service");
@@ -74,7 +72,7 @@ async fn polkitd_gone_denies_non_root_callers_saying_why_and_root_still_works() 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_bus_policy_lets_anyone_call_only_what_podscoped_exports() {
     let (m, _) = manager().await;
-    let id = create_started(&m, "buspolicy", HashMap::new()).await;
+    let id = create_started(&m, "buspolicy", CreateOptions::default()).await;
     let dest = "org.podscope.Sandbox1";
     let root = "/org/podscope/Sandbox1";
     let pod = format!("/org/podscope/Sandbox1/sandbox/{id}");
@@ -154,7 +152,7 @@ async fn the_bus_policy_lets_anyone_call_only_what_podscoped_exports() {
             && err.contains("not authorized for org.podscope.Sandbox1.manage"),
         "{err}"
     );
-    assert_eq!(dict_str(&m.status(&id).await.unwrap(), "state"), "ready");
+    assert_eq!(m.status(&id).await.unwrap().state, State::Ready);
     m.remove(&id).await.unwrap();
 }
 
@@ -207,7 +205,7 @@ async fn polkit_rules_see_which_pod_a_call_is_about() {
 async fn the_callers_interactive_authorization_flag_reaches_polkit() {
     // A rule that asks for authentication instead of answering yes or no.
     let (m, _) = manager().await;
-    let id = create_started(&m, "challenge", HashMap::new()).await;
+    let id = create_started(&m, "challenge", CreateOptions::default()).await;
     let _rule = PolkitRule::install(
         "40-podscope-challenge.rules",
         r#"polkit.addRule(function(action, subject) {
@@ -239,6 +237,38 @@ async fn the_callers_interactive_authorization_flag_reaches_polkit() {
         err.contains("requires authentication and no authentication agent completed it"),
         "{err}"
     );
-    assert_eq!(dict_str(&m.status(&id).await.unwrap(), "state"), "ready");
+    assert_eq!(m.status(&id).await.unwrap().state, State::Ready);
+    m.remove(&id).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unprivileged_callers_may_read_but_not_manage() {
+    let (m, _) = manager().await;
+    let id = create_started(&m, "polkit", CreateOptions::default()).await;
+    let as_nobody = |args: &str| as_nobody(&format!("busctl {args}"));
+    let (rc, _, err) = as_nobody(&format!(
+        "call org.podscope.Sandbox1 /org/podscope/Sandbox1 org.podscope.Sandbox1.Manager Stop s {id}"
+    ));
+    assert_ne!(rc, 0);
+    assert!(err.contains("denied") || err.contains("Access"), "{err}");
+    assert_eq!(
+        m.status(&id).await.unwrap().state,
+        State::Ready,
+        "denied call changed nothing"
+    );
+    let (rc, _, err) = as_nobody(
+        "call org.podscope.Sandbox1 /org/podscope/Sandbox1 org.podscope.Sandbox1.Manager Create sssua{sv} evil default u 0 0",
+    );
+    assert_ne!(rc, 0, "{err}");
+    let (rc, out, err) = as_nobody(&format!(
+        "call org.podscope.Sandbox1 /org/podscope/Sandbox1 org.podscope.Sandbox1.Manager Status s {id}"
+    ));
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.contains("ready"));
+    let (rc, out, _) = as_nobody(&format!(
+        "get-property org.podscope.Sandbox1 /org/podscope/Sandbox1/sandbox/{id} org.podscope.Sandbox1.Sandbox State"
+    ));
+    assert_eq!(rc, 0);
+    assert!(out.contains("ready"));
     m.remove(&id).await.unwrap();
 }

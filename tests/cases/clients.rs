@@ -1,10 +1,7 @@
 //! What real clients send and use: opaque CRI metadata over D-Bus.
 
 use crate::common::*;
-use podscope::client::{dict_str, dict_strs, dict_u64};
-use std::collections::HashMap;
 use std::time::Duration;
-use zbus::zvariant::Value;
 
 /// Names, namespaces, uids, labels and annotations are opaque: what
 /// critest and other clients send passes and comes back unchanged, while
@@ -15,57 +12,43 @@ async fn cri_metadata_is_opaque_over_dbus() {
     let name = format!("{}-PodSandbox for Test.1 ü", uniq("opaque"));
     let namespace = "cri-test.Namespace_7D4C";
     let uid = "7D4C1E0A-2B7F-4C3E-9A55-0C0FFEE00001";
-    let labels: HashMap<&str, &str> = [
+    let labels = string_map(&[
         ("Mixed Key/with space", "value: 'quoted', ü"),
         ("empty", ""),
-    ]
-    .into();
-    let annotations: HashMap<&str, &str> =
-        [("example.com/config", "{\n  \"json\": true\n}\n")].into();
+    ]);
+    let annotations = string_map(&[("example.com/config", "{\n  \"json\": true\n}\n")]);
     let (id, _) = m
         .create(
-            &name,
-            namespace,
-            uid,
-            0,
-            opts(&[
-                ("labels", Value::from(labels.clone())),
-                ("annotations", Value::from(annotations.clone())),
-            ]),
+            &pod_in(&name, namespace, uid, 0),
+            &CreateOptions {
+                labels: Some(labels.clone()),
+                annotations: Some(annotations.clone()),
+                ..Default::default()
+            },
         )
         .await
         .unwrap();
     m.start(&id).await.unwrap();
     let st = m.status(&id).await.unwrap();
     assert_eq!(
-        (
-            dict_str(&st, "name"),
-            dict_str(&st, "namespace"),
-            dict_str(&st, "uid")
-        ),
+        (st.name.clone(), st.namespace.clone(), st.uid.clone()),
         (name.clone(), namespace.to_owned(), uid.to_owned())
     );
-    assert_eq!(dict_str(&st, "state"), "ready");
-    assert_eq!(dict_str(&st, "unit"), format!("podscope-{id}.scope"));
+    assert_eq!(st.state, State::Ready);
+    assert_eq!(st.unit, format!("podscope-{id}.scope"));
     assert_eq!(
         sh(&format!(
             "systemctl show -P ActiveState podscope-{id}.scope"
         )),
         "active\n"
     );
-    let st_labels: HashMap<String, String> = st["labels"].clone().try_into().unwrap();
-    let want: HashMap<String, String> = labels
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    assert_eq!(st_labels, want);
-    let st_ann: HashMap<String, String> = st["annotations"].clone().try_into().unwrap();
+    assert_eq!(st.labels, labels);
     assert_eq!(
-        st_ann["example.com/config"],
+        st.annotations["example.com/config"],
         annotations["example.com/config"]
     );
     // The hostname file: the name made a DNS label.
-    let hostname = std::fs::read_to_string(dict_str(&st, "hostname_path")).unwrap();
+    let hostname = std::fs::read_to_string(st.hostname_path.clone()).unwrap();
     let label = hostname.trim_end();
     assert!(label.ends_with("-podsandbox-for-test.1"), "{label:?}");
     assert!(label
@@ -80,11 +63,14 @@ async fn cri_metadata_is_opaque_over_dbus() {
     assert!(attachment.contains(&format!("K8S_POD_UID={uid}")));
     // Filters match the exact strings.
     let found = m
-        .list(opts(&[("name", Value::from(name.clone()))]))
+        .list(&ListFilter {
+            name: Some(name.clone()),
+            ..Default::default()
+        })
         .await
         .unwrap();
     assert_eq!(found.len(), 1);
-    assert_eq!(dict_strs(&st, "ips").len(), 1, "a pod-network IP");
+    assert_eq!(st.ips.clone().len(), 1, "a pod-network IP");
     m.remove(&id).await.unwrap();
 }
 
@@ -100,20 +86,23 @@ async fn ready_pods_are_machines() {
     let name = uniq("Machine.Pod");
     let uid = "0c8a3f3e-1b2c-4d5e-8f90-a1b2c3d4e5f6";
     let (id, _) = m
-        .create(&name, "machined-ns", uid, 0, HashMap::new())
+        .create(
+            &pod_in(&name, "machined-ns", uid, 0),
+            &CreateOptions::default(),
+        )
         .await
         .unwrap();
     m.start(&id).await.unwrap();
     let st = m.status(&id).await.unwrap();
-    let machine = dict_str(&st, "machine");
+    let machine = st.machine.clone();
     assert_eq!(
         machine,
         format!("machined-ns-{}", name.to_lowercase().replace('.', "-"))
     );
-    let ip = dict_strs(&st, "ips")[0].clone();
+    let ip = st.ips.clone()[0].clone();
     let status = sh(&format!("machinectl status --no-pager {machine}"));
     assert!(
-        status.contains(&format!("Leader: {}", dict_u64(&st, "init_pid"))),
+        status.contains(&format!("Leader: {}", st.init_pid)),
         "{status}"
     );
     assert!(status.contains("class container"), "{status}");
@@ -130,23 +119,23 @@ async fn ready_pods_are_machines() {
     // Stop unregisters.
     m.stop(&id).await.unwrap();
     assert!(!machines().contains(&machine), "{}", machines());
-    assert_eq!(dict_str(&m.status(&id).await.unwrap(), "machine"), "");
+    assert_eq!(m.status(&id).await.unwrap().machine, "");
     m.remove(&id).await.unwrap();
 
     // machinectl terminate is a stop from outside: not ready, with a reason.
     let (id, _) = m
-        .create(&name, "machined-ns", uid, 1, HashMap::new())
+        .create(
+            &pod_in(&name, "machined-ns", uid, 1),
+            &CreateOptions::default(),
+        )
         .await
         .unwrap();
     m.start(&id).await.unwrap();
-    let machine = dict_str(&m.status(&id).await.unwrap(), "machine");
+    let machine = m.status(&id).await.unwrap().machine;
     assert!(machines().contains(&machine));
     assert_eq!(sh_status(&format!("machinectl terminate {machine}")), 0);
-    let st = wait_state(&m, &id, "notready", Duration::from_secs(10)).await;
-    assert!(
-        dict_str(&st, "reason").contains("outside podscope"),
-        "{st:?}"
-    );
+    let st = wait_state(&m, &id, State::NotReady, Duration::from_secs(10)).await;
+    assert!(st.reason.clone().contains("outside podscope"), "{st:?}");
     m.remove(&id).await.unwrap();
 }
 
@@ -158,12 +147,15 @@ async fn machine_names_stay_unique() {
     let base = uniq("twin");
     let mut ids = Vec::new();
     for name in [format!("{base}.a"), format!("{base}-a")] {
-        let (id, _) = m.create(&name, "ns", "u", 0, HashMap::new()).await.unwrap();
+        let (id, _) = m
+            .create(&pod_in(&name, "ns", "u", 0), &CreateOptions::default())
+            .await
+            .unwrap();
         m.start(&id).await.unwrap();
         ids.push(id);
     }
-    let first = dict_str(&m.status(&ids[0]).await.unwrap(), "machine");
-    let second = dict_str(&m.status(&ids[1]).await.unwrap(), "machine");
+    let first = m.status(&ids[0]).await.unwrap().machine;
+    let second = m.status(&ids[1]).await.unwrap().machine;
     assert_eq!(first, format!("ns-{}-a", base.to_lowercase()));
     assert_eq!(second, format!("{first}-{}", &ids[1][..12]));
     for id in ids {
@@ -177,15 +169,13 @@ async fn machine_names_stay_unique() {
 #[tokio::test(flavor = "multi_thread")]
 async fn wait_returns_when_the_pod_stops() {
     let (m, _) = manager().await;
-    let id = create_started(&m, "wait", opts(&[("network", Value::from("host"))])).await;
-    let conn = podscope::client::system_connection(Duration::from_secs(60))
-        .await
-        .unwrap();
+    let id = create_started(&m, "wait", host_net()).await;
+    let conn = system_connection(Duration::from_secs(60)).await.unwrap();
     let waiters: Vec<_> = (0..5)
         .map(|_| {
             let (conn, id) = (conn.clone(), id.clone());
             tokio::spawn(async move {
-                let m = podscope::client::ManagerProxy::new(&conn).await.unwrap();
+                let m = Client::new(&conn).await.unwrap();
                 m.wait(&id).await
             })
         })
@@ -201,8 +191,8 @@ async fn wait_returns_when_the_pod_stops() {
     );
     // busctl is gone: its Wait ends; ours go on.
     let in_flight = || async {
-        let (_, info) = m.runtime_status().await.unwrap();
-        dict_u64(&info, "waits_in_flight")
+        let (_, info, _) = m.runtime_status().await.unwrap();
+        info.waits_in_flight
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while in_flight().await != 5 {
@@ -218,54 +208,58 @@ async fn wait_returns_when_the_pod_stops() {
         "a waiter returned early"
     );
     m.stop(&id).await.unwrap();
-    let stopped_at = dict_u64(&m.status(&id).await.unwrap(), "finished_at");
+    let stopped_at = m.status(&id).await.unwrap().finished_at;
     for w in waiters {
-        let (status, finished_at, reason) = w.await.unwrap().unwrap();
-        assert_eq!((status, finished_at, reason.as_str()), (0, stopped_at, ""));
+        let exit = w.await.unwrap().unwrap();
+        assert_eq!(
+            (exit.status, exit.finished_at, exit.reason.as_str()),
+            (0, stopped_at, "")
+        );
     }
     assert_eq!(in_flight().await, 0);
     // Stopped already: at once.
-    assert_eq!(m.wait(&id).await.unwrap().0, 0);
+    assert_eq!(m.wait(&id).await.unwrap().status, 0);
     m.remove(&id).await.unwrap();
-    let (k, msg) = podscope::client::classify(&m.wait(&id).await.unwrap_err());
+    let (k, msg) = classify(&m.wait(&id).await.unwrap_err());
     assert_eq!(k, podscope::ErrorKind::NotFound, "{msg}");
 
     // Ended outside podscope: 1, and the reason.
-    let id = create_started(&m, "wait-out", opts(&[("network", Value::from("host"))])).await;
+    let id = create_started(&m, "wait-out", host_net()).await;
     let waiter = {
         let (conn, id) = (conn.clone(), id.clone());
         tokio::spawn(async move {
-            let m = podscope::client::ManagerProxy::new(&conn).await.unwrap();
+            let m = Client::new(&conn).await.unwrap();
             m.wait(&id).await
         })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(sh_status(&format!("systemctl stop podscope-{id}.scope")), 0);
-    let (status, _, reason) = waiter.await.unwrap().unwrap();
-    assert_eq!(status, 1);
-    assert!(reason.contains("outside podscope"), "{reason}");
+    let exit = waiter.await.unwrap().unwrap();
+    assert_eq!(exit.status, 1);
+    assert!(exit.reason.contains("outside podscope"), "{}", exit.reason);
     m.remove(&id).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn platform_names_the_node() {
     let (m, _) = manager().await;
-    let (os, arch, variant) = m.platform().await.unwrap();
-    assert_eq!(os, "linux");
+    let p = m.platform().await.unwrap();
+    let (arch, variant) = (p.architecture, p.variant);
+    assert_eq!(p.os, "linux");
     let want = match std::env::consts::ARCH {
         "x86_64" => ("amd64", ""),
         "aarch64" => ("arm64", "v8"),
         other => panic!("no expectation for {other}"),
     };
     assert_eq!((arch.as_str(), variant.as_str()), want);
-    let (_, info) = m.runtime_status().await.unwrap();
+    let (_, info, _) = m.runtime_status().await.unwrap();
     assert_eq!(
         (
-            dict_str(&info, "os"),
-            dict_str(&info, "architecture"),
-            dict_str(&info, "variant")
+            info.os.clone(),
+            info.architecture.clone(),
+            info.variant.clone()
         ),
-        (os, arch, variant)
+        (p.os.clone(), arch, variant)
     );
 }
 
@@ -274,62 +268,50 @@ async fn platform_names_the_node() {
 #[tokio::test(flavor = "multi_thread")]
 async fn update_resources_changes_the_running_pod() {
     let (m, _) = manager().await;
-    let res = |mem: u64, quota: i64, pids: u64| {
-        let mut d: HashMap<&str, Value> = HashMap::new();
-        if mem > 0 {
-            d.insert("memory_limit_in_bytes", Value::from(mem));
-        }
-        if quota > 0 {
-            d.insert("cpu_quota", Value::from(quota));
-            d.insert("cpu_period", Value::from(100_000u64));
-        }
-        if pids > 0 {
-            d.insert("pids_limit", Value::from(pids));
-        }
-        d
+    let res = |mem: u64, quota: u64, pids: u64| Resources {
+        memory_limit_in_bytes: mem,
+        cpu_quota: quota,
+        cpu_period: if quota > 0 { 100_000 } else { 0 },
+        pids_limit: pids,
+        ..Default::default()
     };
     let (id, _) = m
         .create(
-            &uniq("upd"),
-            "default",
-            "u",
-            0,
-            opts(&[
-                ("network", Value::from("host")),
-                ("resources", Value::from(res(64 << 20, 0, 0))),
-            ]),
+            &pod(&uniq("upd")),
+            &CreateOptions {
+                resources: Some(res(64 << 20, 0, 0)),
+                ..host_net()
+            },
         )
         .await
         .unwrap();
     // Created: recorded, applied by Start.
-    m.update_resources(&id, res(96 << 20, 0, 0)).await.unwrap();
+    m.update_resources(&id, &res(96 << 20, 0, 0)).await.unwrap();
     m.start(&id).await.unwrap();
     let show = |p: &str| sh(&format!("systemctl show -P {p} podscope-{id}.scope"));
     assert_eq!(show("MemoryMax"), format!("{}\n", 96u64 << 20));
-    m.update_resources(&id, res(128 << 20, 50_000, 42))
+    m.update_resources(&id, &res(128 << 20, 50_000, 42))
         .await
         .unwrap();
     assert_eq!(show("MemoryMax"), format!("{}\n", 128u64 << 20));
     assert_eq!(show("CPUQuotaPerSecUSec"), "500ms\n");
     assert_eq!(show("TasksMax"), "42\n");
     let st = m.status(&id).await.unwrap();
-    let r: HashMap<String, u64> = st["resources"].clone().try_into().unwrap();
+    let r = st.resources;
     assert_eq!(
-        (r["memory_limit_in_bytes"], r["cpu_quota"], r["pids_limit"]),
+        (r.memory_limit_in_bytes, r.cpu_quota, r.pids_limit),
         (128 << 20, 50_000, 42)
     );
     // Left out: no limit any more.
-    m.update_resources(&id, res(0, 0, 42)).await.unwrap();
+    m.update_resources(&id, &res(0, 0, 42)).await.unwrap();
     assert_eq!(show("MemoryMax"), "infinity\n");
     assert_eq!(show("CPUQuotaPerSecUSec"), "infinity\n");
     // Bad values are named; a stopped pod is InvalidState.
-    let (k, msg) =
-        podscope::client::classify(&m.update_resources(&id, res(4096, 0, 0)).await.unwrap_err());
+    let (k, msg) = classify(&m.update_resources(&id, &res(4096, 0, 0)).await.unwrap_err());
     assert_eq!(k, podscope::ErrorKind::InvalidArgument);
     assert!(msg.starts_with("resources.memory_limit_in_bytes"), "{msg}");
     m.stop(&id).await.unwrap();
-    let (k, _) =
-        podscope::client::classify(&m.update_resources(&id, res(0, 0, 1)).await.unwrap_err());
+    let (k, _) = classify(&m.update_resources(&id, &res(0, 0, 1)).await.unwrap_err());
     assert_eq!(k, podscope::ErrorKind::InvalidState);
     m.remove(&id).await.unwrap();
 }
@@ -353,10 +335,10 @@ async fn pods_work_without_machined() {
     let (m, _) = manager().await;
     let mut ids = Vec::new();
     for i in 0..2 {
-        let id = create_started(&m, &format!("nomachined{i}"), HashMap::new()).await;
+        let id = create_started(&m, &format!("nomachined{i}"), CreateOptions::default()).await;
         let st = m.status(&id).await.unwrap();
-        assert_eq!(dict_str(&st, "state"), "ready");
-        assert_eq!(dict_str(&st, "machine"), "");
+        assert_eq!(st.state, State::Ready);
+        assert_eq!(st.machine, "");
         ids.push(id);
     }
     let said = sh(&format!(

@@ -6,13 +6,11 @@ use crate::common::*;
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
-use podscope::client::{dict_str, dict_u64};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 use tonic::Code;
-use zbus::zvariant::Value;
 
 const SOCKET: &str = "/run/podscope/cri.sock";
 
@@ -215,13 +213,7 @@ async fn cri_runtime_answers_version_status_config_and_image_fs() {
     // tmpfs, as in the harness, empty directories count none).
     let (m, _) = manager().await;
     let (held, _) = m
-        .create(
-            &uniq("cri-fs"),
-            "cri-test",
-            "u",
-            0,
-            opts(&[("network", Value::from("host"))]),
-        )
+        .create(&pod_in(&uniq("cri-fs"), "cri-test", "u", 0), &host_net())
         .await
         .unwrap();
     let fs = img
@@ -402,7 +394,7 @@ async fn cri_errors_map_to_grpc_codes() {
     let (m, _conn) = manager().await;
 
     // INVALID_ARGUMENT, named, before anything reaches the daemon.
-    let before = m.list(HashMap::new()).await.unwrap().len();
+    let before = m.list(&ListFilter::default()).await.unwrap().len();
     let mut cfg = pod_config(&uniq("cri-bad"), true);
     cfg.metadata = None;
     let (code, msg) = code_of(c.run_pod_sandbox(run_request(cfg)).await);
@@ -435,7 +427,7 @@ async fn cri_errors_map_to_grpc_codes() {
     );
     assert_eq!(code, Code::InvalidArgument);
     assert!(msg.starts_with("pod_sandbox_id:"), "{msg}");
-    assert_eq!(m.list(HashMap::new()).await.unwrap().len(), before);
+    assert_eq!(m.list(&ListFilter::default()).await.unwrap().len(), before);
 
     // NOT_FOUND.
     let (code, _) = code_of(
@@ -517,10 +509,7 @@ async fn cri_plugin_failure_is_internal_and_leaves_nothing() {
             msg.contains("CNI error code"),
             "the plugin's words reach the client: {msg}"
         );
-        let left = m
-            .list(HashMap::from([("name", name.as_str().into())]))
-            .await
-            .unwrap();
+        let left = m.list(&by_name(&name)).await.unwrap();
         assert!(left.is_empty(), "half-made sandbox removed: {left:?}");
     })
     .await;
@@ -558,12 +547,12 @@ async fn cri_slow_calls_time_out_and_a_retry_joins_the_first_sandbox() {
         let id = run(&mut c, &name, false).await;
         assert!(t0.elapsed() < Duration::from_secs(20));
         let all = m
-            .list(HashMap::from([("name", name.as_str().into())]))
+            .list(&by_name(&name))
             .await
             .unwrap();
         assert_eq!(all.len(), 1, "one sandbox, not two: {all:?}");
-        assert_eq!(dict_str(&all[0], "id"), id);
-        assert_eq!(dict_str(&all[0], "state"), "ready");
+        assert_eq!(all[0].id.clone(), id);
+        assert_eq!(all[0].state, State::Ready);
         // DEADLINE_EXCEEDED from the frontend's own bound on a daemon call:
         // a frontend with a 1 s call timeout meets the 3 s plugin.
         let sock = "/run/podscope-test/cri-short.sock";
@@ -585,13 +574,16 @@ async fn cri_slow_calls_time_out_and_a_retry_joins_the_first_sandbox() {
         // The abandoned one finishes in the daemon; clean it up too.
         tokio::time::sleep(Duration::from_secs(4)).await;
         for d in m
-            .list(HashMap::from([("namespace", "cri-test".into())]))
+            .list(&ListFilter {
+                namespace: Some("cri-test".into()),
+                ..Default::default()
+            })
             .await
             .unwrap()
         {
-            if dict_str(&d, "name").starts_with("cri-short") {
-                let _ = m.stop(&dict_str(&d, "id")).await;
-                let _ = m.remove(&dict_str(&d, "id")).await;
+            if d.name.clone().starts_with("cri-short") {
+                let _ = m.stop(&d.id.clone()).await;
+                let _ = m.remove(&d.id.clone()).await;
             }
         }
     })
@@ -603,7 +595,7 @@ async fn cri_frontend_restart_leaves_pods_untouched() {
     let mut c = runtime().await;
     let (m, _conn) = manager().await;
     let id = run(&mut c, &uniq("cri-restart"), false).await;
-    let pid = dict_u64(&m.status(&id).await.unwrap(), "init_pid");
+    let pid = m.status(&id).await.unwrap().init_pid;
     let before = sh("systemctl show -P MainPID podscope-cri")
         .trim()
         .to_owned();
@@ -615,7 +607,7 @@ async fn cri_frontend_restart_leaves_pods_untouched() {
     let mut c = runtime().await;
     let s = status(&mut c, &id).await.status.unwrap();
     assert_eq!(s.state, cri::PodSandboxState::SandboxReady as i32);
-    assert_eq!(dict_u64(&m.status(&id).await.unwrap(), "init_pid"), pid);
+    assert_eq!(m.status(&id).await.unwrap().init_pid, pid);
     assert!(pid_alive(pid as u32));
     // Stopped entirely, the socket still answers: systemd starts it again.
     sh("systemctl stop podscope-cri.service");

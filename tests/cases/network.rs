@@ -3,7 +3,6 @@
 //! inside the harness's own network namespace.
 
 use crate::common::*;
-use podscope::client::{classify, dict_bool, dict_str, dict_strs, dict_u64, Dict};
 use podscope::ErrorKind;
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -13,33 +12,29 @@ use zbus::zvariant::Value;
 /// The network `make install` + the harness put in /etc/cni/net.d.
 const TEST_NET: &str = "podscope-test";
 
-fn network_ready(conditions: &[(String, bool, String, String)]) -> (bool, String, String) {
+fn network_ready(conditions: &[Condition]) -> (bool, String, String) {
     let c = conditions
         .iter()
-        .find(|c| c.0 == "NetworkReady")
+        .find(|c| c.kind == "NetworkReady")
         .expect("a NetworkReady condition");
-    (c.1, c.2.clone(), c.3.clone())
-}
-
-fn runtime_info_u64(info: &Dict, key: &str) -> u64 {
-    dict_u64(info, key)
+    (c.status, c.reason.clone(), c.message.clone())
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pods_get_addresses_from_real_plugins_and_reach_each_other() {
     let (m, conn) = manager().await;
-    let a = create_started(&m, "net-a", opts(&[])).await;
-    let b = create_started(&m, "net-b", opts(&[])).await;
+    let a = create_started(&m, "net-a", CreateOptions::default()).await;
+    let b = create_started(&m, "net-b", CreateOptions::default()).await;
     let (sa, sb) = (m.status(&a).await.unwrap(), m.status(&b).await.unwrap());
-    let (ipa, ipb) = (dict_strs(&sa, "ips"), dict_strs(&sb, "ips"));
+    let (ipa, ipb) = (sa.ips.clone(), sb.ips.clone());
     assert_eq!(ipa.len(), 1, "{sa:?}");
     assert!(ipa[0].starts_with("10.233.0.") && ipb[0].starts_with("10.233.0."));
     assert_ne!(ipa, ipb, "distinct addresses");
-    assert_eq!(dict_str(&sa, "network_name"), TEST_NET);
-    assert!(dict_bool(&sa, "network_attached"));
+    assert_eq!(sa.network_name, TEST_NET);
+    assert!(sa.network_attached);
     // The property says the same, and the address is on the pod's eth0.
     let path = format!("/org/podscope/Sandbox1/sandbox/{a}");
-    let obj = podscope::client::SandboxProxy::builder(&conn)
+    let obj = SandboxProxy::builder(&conn)
         .path(path.as_str())
         .unwrap()
         .build()
@@ -86,8 +81,8 @@ async fn pods_get_addresses_from_real_plugins_and_reach_each_other() {
         );
         assert!(!std::path::Path::new(&netns_path(id)).exists());
         let st = m.status(id).await.unwrap();
-        assert!(dict_strs(&st, "ips").is_empty());
-        assert!(!dict_bool(&st, "network_attached"));
+        assert!(st.ips.clone().is_empty());
+        assert!(!st.network_attached);
         m.stop(id).await.unwrap();
         m.remove(id).await.unwrap();
     }
@@ -110,14 +105,17 @@ async fn port_mappings_reach_the_portmap_plugin() {
     ]);
     let unpublished: HashMap<&str, Value<'_>> =
         HashMap::from([("container_port", Value::U32(9090))]);
-    let id = create_started(
+    // Raw: a port mapping may leave keys out (protocol tcp, no host port).
+    let (id, _) = create_raw(
         &m,
-        "ports",
+        &pod(&uniq("ports")),
         opts(&[("port_mappings", vec![pm, unpublished].into())]),
     )
-    .await;
+    .await
+    .unwrap();
+    m.start(&id).await.unwrap();
     let st = m.status(&id).await.unwrap();
-    let ip = dict_strs(&st, "ips")[0].clone();
+    let ip = st.ips.clone()[0].clone();
     let nat = sh("iptables-save -t nat");
     assert!(
         nat.lines()
@@ -136,27 +134,28 @@ async fn port_mappings_reach_the_portmap_plugin() {
 #[tokio::test(flavor = "multi_thread")]
 async fn dns_and_hostname_files_are_written_and_removed() {
     let (m, _) = manager().await;
-    let dns: HashMap<&str, Value<'_>> = HashMap::from([
-        ("servers", vec!["10.96.0.10"].into()),
-        (
-            "searches",
-            vec!["default.svc.cluster.local", "svc.cluster.local"].into(),
-        ),
-        ("options", vec!["ndots:5"].into()),
-    ]);
+    let dns = Dns {
+        servers: vec!["10.96.0.10".into()],
+        searches: vec![
+            "default.svc.cluster.local".into(),
+            "svc.cluster.local".into(),
+        ],
+        options: vec!["ndots:5".into()],
+    };
     let name = uniq("dns");
     let (id, _) = m
         .create(
-            &name,
-            "default",
-            "u",
-            0,
-            opts(&[("dns", dns.into()), ("hostname", "web-0".into())]),
+            &pod(&name),
+            &CreateOptions {
+                dns: Some(dns),
+                hostname: Some("web-0".into()),
+                ..Default::default()
+            },
         )
         .await
         .unwrap();
     let st = m.status(&id).await.unwrap();
-    let resolv = dict_str(&st, "resolv_conf_path");
+    let resolv = st.resolv_conf_path.clone();
     assert_eq!(resolv, format!("/run/podscope/sandboxes/{id}/resolv.conf"));
     let text = std::fs::read_to_string(&resolv).unwrap();
     assert!(text.contains("nameserver 10.96.0.10\n"), "{text}");
@@ -165,27 +164,21 @@ async fn dns_and_hostname_files_are_written_and_removed() {
         "{text}"
     );
     assert!(text.contains("options ndots:5\n"), "{text}");
-    let hostname = dict_str(&st, "hostname_path");
+    let hostname = st.hostname_path.clone();
     assert_eq!(std::fs::read_to_string(&hostname).unwrap(), "web-0\n");
     // Without a DNS config: the host's resolv.conf; host network: the
     // host's hostname.
     let (host, _) = m
-        .create(
-            &uniq("dns-host"),
-            "default",
-            "u",
-            0,
-            opts(&[("network", "host".into())]),
-        )
+        .create(&pod(&uniq("dns-host")), &host_net())
         .await
         .unwrap();
     let hs = m.status(&host).await.unwrap();
     assert_eq!(
-        std::fs::read_to_string(dict_str(&hs, "resolv_conf_path")).unwrap(),
+        std::fs::read_to_string(hs.resolv_conf_path.clone()).unwrap(),
         std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default()
     );
     assert_eq!(
-        std::fs::read_to_string(dict_str(&hs, "hostname_path"))
+        std::fs::read_to_string(hs.hostname_path.clone())
             .unwrap()
             .trim(),
         sh("hostname").trim()
@@ -195,14 +188,17 @@ async fn dns_and_hostname_files_are_written_and_removed() {
         assert!(!std::path::Path::new(&format!("/run/podscope/sandboxes/{i}")).exists());
     }
     // A bad DNS config is refused by name.
-    let bad: HashMap<&str, Value<'_>> = HashMap::from([("servers", vec!["not-an-ip"].into())]);
+    let bad = Dns {
+        servers: vec!["not-an-ip".into()],
+        ..Default::default()
+    };
     let e = m
         .create(
-            &uniq("dns-bad"),
-            "default",
-            "u",
-            0,
-            opts(&[("dns", bad.into())]),
+            &pod(&uniq("dns-bad")),
+            &CreateOptions {
+                dns: Some(bad),
+                ..Default::default()
+            },
         )
         .await
         .unwrap_err();
@@ -216,14 +212,18 @@ async fn sysctls_apply_inside_the_pod_and_others_are_refused() {
     let (m, _) = manager().await;
     let host_somaxconn = sh("cat /proc/sys/net/core/somaxconn");
     let host_shmmni = sh("cat /proc/sys/kernel/shmmni");
-    let sysctls = HashMap::from([("net.core.somaxconn", "1234"), ("kernel.shmmni", "2345")]);
+    let sysctls = string_map(&[("net.core.somaxconn", "1234"), ("kernel.shmmni", "2345")]);
     let id = create_started(
         &m,
         "sysctl",
-        opts(&[("sysctls", sysctls.into()), ("ipc_namespace", "pod".into())]),
+        CreateOptions {
+            sysctls: Some(sysctls),
+            ipc_namespace: Some(NamespaceMode::Pod),
+            ..Default::default()
+        },
     )
     .await;
-    let pid = dict_u64(&m.status(&id).await.unwrap(), "init_pid");
+    let pid = m.status(&id).await.unwrap().init_pid;
     assert_eq!(
         sh(&format!(
             "nsenter -t {pid} --net cat /proc/sys/net/core/somaxconn"
@@ -256,11 +256,11 @@ async fn sysctls_apply_inside_the_pod_and_others_are_refused() {
     ] {
         let e = m
             .create(
-                &uniq("sysctl-bad"),
-                "default",
-                "u",
-                0,
-                opts(&[("sysctls", HashMap::from([(name, "1")]).into())]),
+                &pod(&uniq("sysctl-bad")),
+                &CreateOptions {
+                    sysctls: Some(string_map(&[(name, "1")])),
+                    ..Default::default()
+                },
             )
             .await
             .unwrap_err();
@@ -270,17 +270,11 @@ async fn sysctls_apply_inside_the_pod_and_others_are_refused() {
     }
     let e = m
         .create(
-            &uniq("sysctl-host"),
-            "default",
-            "u",
-            0,
-            opts(&[
-                ("network", "host".into()),
-                (
-                    "sysctls",
-                    HashMap::from([("net.core.somaxconn", "1")]).into(),
-                ),
-            ]),
+            &pod(&uniq("sysctl-host")),
+            &CreateOptions {
+                sysctls: Some(string_map(&[("net.core.somaxconn", "1")])),
+                ..host_net()
+            },
         )
         .await
         .unwrap_err();
@@ -292,20 +286,20 @@ async fn network_readiness_follows_the_conf_dir_without_a_restart() {
     let dir = cni_conf_dir("ready", &[]);
     with_config(&cni_config(&dir, 5000), || async {
         let (m, _) = manager().await;
-        let (conds, _) = m.runtime_status().await.unwrap();
+        let (conds, _, _) = m.runtime_status().await.unwrap();
         let (ok, reason, msg) = network_ready(&conds);
         assert!(!ok);
         assert_eq!(reason, "NoNetworkConfig");
         assert!(msg.contains(&dir), "{msg}");
         // A pod-network pod cannot be made; a host-network one can.
         let e = m
-            .create(&uniq("noconf"), "default", "u", 0, opts(&[]))
+            .create(&pod(&uniq("noconf")), &CreateOptions::default())
             .await
             .unwrap_err();
         let (k, msg) = classify(&e);
         assert_eq!(k, ErrorKind::NetworkFailed);
         assert!(msg.contains("NoNetworkConfig"), "{msg}");
-        let host = create_started(&m, "noconf-host", opts(&[("network", "host".into())])).await;
+        let host = create_started(&m, "noconf-host", host_net()).await;
         m.remove(&host).await.unwrap();
 
         std::fs::write(
@@ -339,8 +333,8 @@ async fn network_readiness_follows_the_conf_dir_without_a_restart() {
         let (ok, reason, msg) = network_ready(&m.runtime_status().await.unwrap().0);
         assert!(ok, "{reason}: {msg}");
         assert!(msg.contains("ready-net"), "{msg}");
-        let id = create_started(&m, "nowready", opts(&[])).await;
-        assert!(dict_strs(&m.status(&id).await.unwrap(), "ips")[0].starts_with("10.240.0."));
+        let id = create_started(&m, "nowready", CreateOptions::default()).await;
+        assert!(m.status(&id).await.unwrap().ips[0].starts_with("10.240.0."));
         m.remove(&id).await.unwrap();
     })
     .await;
@@ -357,16 +351,8 @@ fn network_leftovers() -> (String, String) {
 
 /// Assert that a failed Create left nothing: no record, no namespace, no
 /// addresses, no attachment.
-async fn assert_nothing_left(
-    m: &podscope::client::ManagerProxy<'_>,
-    name: &str,
-    network: &str,
-    before: (String, String),
-) {
-    let listed = m
-        .list(HashMap::from([("name", Value::from(name))]))
-        .await
-        .unwrap();
+async fn assert_nothing_left(m: &Client, name: &str, network: &str, before: (String, String)) {
+    let listed = m.list(&by_name(name)).await.unwrap();
     assert!(listed.is_empty(), "no record of {name}");
     assert!(
         host_local_ips(network).is_empty(),
@@ -382,15 +368,11 @@ async fn assert_nothing_left(
 
 /// Create a pod-network pod on `network`, which must fail with
 /// NetworkFailed and leave nothing behind; the error message.
-async fn create_fails_cleanly(
-    m: &podscope::client::ManagerProxy<'_>,
-    prefix: &str,
-    network: &str,
-) -> String {
+async fn create_fails_cleanly(m: &Client, prefix: &str, network: &str) -> String {
     let name = uniq(prefix);
     let before = network_leftovers();
     let e = m
-        .create(&name, "default", "u", 0, opts(&[]))
+        .create(&pod(&name), &CreateOptions::default())
         .await
         .unwrap_err();
     let (k, msg) = classify(&e);
@@ -499,11 +481,8 @@ async fn stop_retries_a_failed_del_and_remove_never_gets_stuck() {
     let dir = cni_conf_dir("faildel", &[("10-f.conflist", conflist)]);
     with_config(&cni_config(&dir, 5000), || async {
         let (m, _) = manager().await;
-        let id = create_started(&m, "faildel", opts(&[])).await;
-        assert_eq!(
-            dict_strs(&m.status(&id).await.unwrap(), "ips"),
-            ["10.99.0.7"]
-        );
+        let id = create_started(&m, "faildel", CreateOptions::default()).await;
+        assert_eq!(m.status(&id).await.unwrap().ips, ["10.99.0.7"]);
         // The cached config is what DEL uses: make the cache say "faildel",
         // as if the plugin had started failing.
         set_cached_fixture_mode(&id, "ok", "faildel");
@@ -515,9 +494,9 @@ async fn stop_retries_a_failed_del_and_remove_never_gets_stuck() {
             "{msg}"
         );
         let st = m.status(&id).await.unwrap();
-        assert_eq!(dict_str(&st, "state"), "notready");
-        assert!(dict_bool(&st, "network_attached"), "the DEL is still owed");
-        assert!(dict_str(&st, "network_error").contains("code 12"));
+        assert_eq!(st.state, State::NotReady);
+        assert!(st.network_attached, "the DEL is still owed");
+        assert!(st.network_error.clone().contains("code 12"));
         assert!(
             !std::path::Path::new(&netns_path(&id)).exists(),
             "the namespace went anyway"
@@ -526,21 +505,21 @@ async fn stop_retries_a_failed_del_and_remove_never_gets_stuck() {
         set_cached_fixture_mode(&id, "faildel", "ok");
         m.stop(&id).await.unwrap();
         let st = m.status(&id).await.unwrap();
-        assert!(!dict_bool(&st, "network_attached"));
+        assert!(!st.network_attached);
         assert!(!std::path::Path::new(&attachment_path(&id)).exists());
         m.remove(&id).await.unwrap();
 
         // Plugins gone altogether: Remove still removes, the DEL stays owed
         // and is paid at the next start, once the plugin is back.
-        let id = create_started(&m, "noplugin", opts(&[])).await;
+        let id = create_started(&m, "noplugin", CreateOptions::default()).await;
         let no_fixture = format!("cni_conf_dir = \"{dir}\"\ncni_bin_dirs = [\"/usr/lib/cni\"]\n");
         std::fs::write("/etc/podscope/podscope.toml", no_fixture).unwrap();
         daemon("restart");
         let (m, _) = manager().await;
         m.remove(&id).await.unwrap();
         assert!(m.status(&id).await.is_err(), "the record is gone");
-        let (_, info) = m.runtime_status().await.unwrap();
-        assert_eq!(runtime_info_u64(&info, "network_teardowns_owed"), 1);
+        let (_, info, _) = m.runtime_status().await.unwrap();
+        assert_eq!(info.network_teardowns_owed, 1);
         let dels_before = fixture_calls("faildel")
             .iter()
             .filter(|c| c.starts_with(&format!("DEL {id}")))
@@ -556,8 +535,8 @@ async fn stop_retries_a_failed_del_and_remove_never_gets_stuck() {
             .filter(|c| c.starts_with(&format!("DEL {id}")))
             .count();
         assert_eq!(dels, dels_before + 1, "reconciliation ran the owed DEL");
-        let (_, info) = m.runtime_status().await.unwrap();
-        assert_eq!(runtime_info_u64(&info, "network_teardowns_owed"), 0);
+        let (_, info, _) = m.runtime_status().await.unwrap();
+        assert_eq!(info.network_teardowns_owed, 0);
     })
     .await;
 }
@@ -585,7 +564,7 @@ async fn a_daemon_killed_during_add_leaks_nothing() {
             let name = name.clone();
             tokio::spawn(async move {
                 let (m, _) = manager().await;
-                m.create(&name, "default", "u", 0, opts(&[])).await
+                m.create(&pod(&name), &CreateOptions::default()).await
             })
         };
         // bridge has taken an address; the fixture is sleeping in ADD.
@@ -616,17 +595,14 @@ async fn a_daemon_killed_during_add_leaks_nothing() {
         wait_until(Duration::from_secs(10), || {
             host_local_ips("slow-net").is_empty()
         });
-        let listed = m2
-            .list(HashMap::from([("name", Value::from(name.as_str()))]))
-            .await
-            .unwrap();
+        let listed = m2.list(&by_name(&name)).await.unwrap();
         // The interrupted Create's record is kept (its caller may retry),
         // with no network: Start would set it up again.
         for s in &listed {
-            let id = dict_str(s, "id");
+            let id = s.id.clone();
             let st = m2.status(&id).await.unwrap();
-            assert_eq!(dict_str(&st, "state"), "created");
-            assert!(!dict_bool(&st, "network_attached"));
+            assert_eq!(st.state, State::Created);
+            assert!(!st.network_attached);
             m2.start(&id).await.unwrap();
             assert_eq!(
                 host_local_owner_ips("slow-net", &id).len(),
@@ -652,7 +628,7 @@ async fn status_and_gc_for_1_1_0_networks() {
         let (ok, reason, msg) = network_ready(&m.runtime_status().await.unwrap().0);
         assert!(ok, "{reason}: {msg}");
         assert!(fixture_calls("gc").iter().any(|c| c.starts_with("STATUS ")));
-        let id = create_started(&m, "gc", opts(&[])).await;
+        let id = create_started(&m, "gc", CreateOptions::default()).await;
         daemon("restart");
         let (m, _) = manager().await;
         // The first start (no pods) sent an empty list; this one names the pod.
@@ -695,11 +671,11 @@ async fn host_network_pods_get_no_namespace_and_no_cni_call() {
     );
     with_config(&cni_config(&dir, 5000), || async {
         let (m, _) = manager().await;
-        let id = create_started(&m, "hostnet", opts(&[("network", "host".into())])).await;
+        let id = create_started(&m, "hostnet", host_net()).await;
         let st = m.status(&id).await.unwrap();
-        assert!(dict_strs(&st, "ips").is_empty());
-        assert_eq!(dict_str(&st, "netns_path"), "");
-        let pid = dict_u64(&st, "init_pid") as u32;
+        assert!(st.ips.clone().is_empty());
+        assert_eq!(st.netns_path, "");
+        let pid = st.init_pid;
         assert_eq!(ns_of(pid, "net"), ns_of(1, "net"));
         assert_eq!(
             ns_of(pid, "uts"),
@@ -728,7 +704,7 @@ async fn ready_pods_are_checked_after_a_restart() {
     );
     with_config(&cni_config(&dir, 5000), || async {
         let (m, _) = manager().await;
-        let id = create_started(&m, "check", opts(&[])).await;
+        let id = create_started(&m, "check", CreateOptions::default()).await;
         daemon("restart");
         wait_until(Duration::from_secs(10), || {
             fixture_calls("check")
@@ -736,13 +712,19 @@ async fn ready_pods_are_checked_after_a_restart() {
                 .any(|c| c.starts_with(&format!("CHECK {id}")))
         });
         let (m, _) = manager().await;
-        assert_eq!(dict_str(&m.status(&id).await.unwrap(), "network_error"), "");
+        assert_eq!(m.status(&id).await.unwrap().network_error, "");
         // The plugin now finds the network broken (the cache is what CHECK uses).
         set_cached_fixture_mode(&id, "ok", "checkfail");
         daemon("restart");
         let (m, _) = manager().await;
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !dict_str(&m.status(&id).await.unwrap(), "network_error").contains("code 13") {
+        while !m
+            .status(&id)
+            .await
+            .unwrap()
+            .network_error
+            .contains("code 13")
+        {
             assert!(
                 std::time::Instant::now() < deadline,
                 "CHECK failure not recorded"
@@ -751,12 +733,13 @@ async fn ready_pods_are_checked_after_a_restart() {
         }
         let st = m.status(&id).await.unwrap();
         assert_eq!(
-            dict_str(&st, "state"),
-            "ready",
+            st.state,
+            State::Ready,
             "CHECK reports, it does not tear down"
         );
         assert!(
-            dict_str(&st, "network_error")
+            st.network_error
+                .clone()
                 .contains("CNI error code 13: fixture finds the network broken (mode=checkfail)"),
             "{st:?}"
         );
@@ -786,7 +769,7 @@ async fn stop_runs_del_in_the_live_namespace() {
     with_config(&cni_config(&dir, 5000), || async {
         let (m, _) = manager().await;
         let (id, _) = m
-            .create(&uniq("delns"), "default", "u", 0, HashMap::new())
+            .create(&pod(&uniq("delns")), &CreateOptions::default())
             .await
             .unwrap();
         m.start(&id).await.unwrap();
@@ -831,8 +814,8 @@ async fn the_netns_unit_pins_the_namespace_the_network_was_added_in() {
         .trim()
         .to_owned()
     };
-    let check_pod = |id: String, st: Dict| {
-        let ip = dict_strs(&st, "ips")[0].clone();
+    let check_pod = |id: String, st: SandboxStatus| {
+        let ip = st.ips.clone()[0].clone();
         let links = sh(&format!("ip -n podscope-{id} -o addr show dev eth0"));
         assert!(
             links.contains(&format!("{ip}/")),
@@ -840,7 +823,7 @@ async fn the_netns_unit_pins_the_namespace_the_network_was_added_in() {
         );
     };
     let (id, _) = m
-        .create(&uniq("handoff"), "default", "u", 0, HashMap::new())
+        .create(&pod(&uniq("handoff")), &CreateOptions::default())
         .await
         .unwrap();
     check_pod(id.clone(), m.status(&id).await.unwrap());
@@ -871,13 +854,13 @@ async fn the_netns_unit_pins_the_namespace_the_network_was_added_in() {
     };
     wait_until(Duration::from_secs(10), || log().contains("CNI CHECK"));
     assert!(log().contains("CNI CHECK passed"), "{}", log());
-    assert_eq!(dict_str(&m.status(&id).await.unwrap(), "network_error"), "");
+    assert_eq!(m.status(&id).await.unwrap().network_error, "");
     m.remove(&id).await.unwrap();
 
     // The socket gone: the helper makes its own namespace.
     sh("mv /run/podscope/netns-handoff.sock /run/podscope/netns-handoff.sock.away");
     let (id, _) = m
-        .create(&uniq("nohandoff"), "default", "u", 0, HashMap::new())
+        .create(&pod(&uniq("nohandoff")), &CreateOptions::default())
         .await
         .unwrap();
     sh("mv /run/podscope/netns-handoff.sock.away /run/podscope/netns-handoff.sock");

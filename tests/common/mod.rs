@@ -1,22 +1,27 @@
 //! Helpers for the integration tests.
 #![allow(dead_code)]
 
-use podscope::client::{classify, dict_str, Dict, ManagerProxy};
+pub use podscope::api::errors::classify;
+pub use podscope::api::{
+    proxy::{system_connection, SandboxProxy},
+    Client, Condition, CreateOptions, Dns, ListFilter, PodMetadata, Resources, SandboxStatus,
+};
+pub use podscope::domain::{NamespaceMode, NetworkMode, State};
 use podscope::ErrorKind;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use zbus::zvariant::Value;
+use zbus::zvariant::{OwnedObjectPath, Value};
 use zbus::Connection;
 
-/// A connection and manager proxy; waits (up to 30 s) for the daemon to
-/// answer, starting it by D-Bus activation if needed.
-pub async fn manager() -> (ManagerProxy<'static>, Connection) {
-    let conn = podscope::client::system_connection(Duration::from_secs(60))
+/// A connection and client; waits (up to 30 s) for the daemon to answer,
+/// starting it by D-Bus activation if needed.
+pub async fn manager() -> (Client, Connection) {
+    let conn = system_connection(Duration::from_secs(60))
         .await
         .expect("system bus");
-    let m = ManagerProxy::new(&conn).await.unwrap();
+    let m = Client::new(&conn).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match m.version().await {
@@ -37,6 +42,7 @@ pub fn uniq(prefix: &str) -> String {
     )
 }
 
+/// A raw `a{sv}`, for the tests that send what a typed client cannot.
 pub fn opts(pairs: &[(&'static str, Value<'static>)]) -> HashMap<&'static str, Value<'static>> {
     pairs
         .iter()
@@ -44,16 +50,74 @@ pub fn opts(pairs: &[(&'static str, Value<'static>)]) -> HashMap<&'static str, V
         .collect()
 }
 
+/// Create with raw options (hostile input).
+pub async fn create_raw(
+    m: &Client,
+    pod: &PodMetadata,
+    options: HashMap<&str, Value<'_>>,
+) -> zbus::Result<(String, OwnedObjectPath)> {
+    m.proxy()
+        .inner()
+        .call(
+            "Create",
+            &(&pod.name, &pod.namespace, &pod.uid, pod.attempt, options),
+        )
+        .await
+}
+
+/// List with a raw filter (hostile input).
+pub async fn list_raw(m: &Client, filter: HashMap<&str, Value<'_>>) -> zbus::Result<()> {
+    m.proxy()
+        .inner()
+        .call::<_, _, Vec<HashMap<String, zbus::zvariant::OwnedValue>>>("List", &(filter,))
+        .await
+        .map(drop)
+}
+
+/// Pod metadata: `name` in `namespace`, uid `uid`, attempt `attempt`.
+pub fn pod_in(name: &str, namespace: &str, uid: &str, attempt: u32) -> PodMetadata {
+    PodMetadata {
+        name: name.to_owned(),
+        namespace: namespace.to_owned(),
+        uid: uid.to_owned(),
+        attempt,
+    }
+}
+
+/// Pod metadata in namespace "default", uid "u", attempt 0.
+pub fn pod(name: &str) -> PodMetadata {
+    pod_in(name, "default", "u", 0)
+}
+
+/// Options for a host-network pod.
+pub fn host_net() -> CreateOptions {
+    CreateOptions {
+        network: Some(NetworkMode::Host),
+        ..Default::default()
+    }
+}
+
+/// Options with these labels.
+pub fn labelled(pairs: &[(&str, &str)]) -> CreateOptions {
+    CreateOptions {
+        labels: Some(string_map(pairs)),
+        ..Default::default()
+    }
+}
+
+pub fn string_map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
 pub fn kind(e: zbus::Error) -> ErrorKind {
     classify(&e).0
 }
 
-pub async fn create_started(
-    m: &ManagerProxy<'_>,
-    prefix: &str,
-    o: HashMap<&str, Value<'_>>,
-) -> String {
-    let (id, _) = m.create(&uniq(prefix), "default", "u", 0, o).await.unwrap();
+pub async fn create_started(m: &Client, prefix: &str, o: CreateOptions) -> String {
+    let (id, _) = m.create(&pod(&uniq(prefix)), &o).await.unwrap();
     m.start(&id).await.unwrap();
     id
 }
@@ -138,11 +202,11 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) {
 }
 
 /// Poll Status until the state is `want`; panics after `timeout`.
-pub async fn wait_state(m: &ManagerProxy<'_>, id: &str, want: &str, timeout: Duration) -> Dict {
+pub async fn wait_state(m: &Client, id: &str, want: State, timeout: Duration) -> SandboxStatus {
     let deadline = Instant::now() + timeout;
     loop {
         let st = m.status(id).await.unwrap();
-        if dict_str(&st, "state") == want {
+        if st.state == want {
             return st;
         }
         assert!(
@@ -415,4 +479,12 @@ pub fn in_netns<T: Send + 'static>(netns: &str, f: impl FnOnce() -> T + Send + '
 
 pub fn netns_path(id: &str) -> String {
     format!("/run/netns/podscope-{id}")
+}
+
+/// List's filter for one pod name.
+pub fn by_name(name: &str) -> ListFilter {
+    ListFilter {
+        name: Some(name.to_owned()),
+        ..Default::default()
+    }
 }

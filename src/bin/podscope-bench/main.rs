@@ -6,11 +6,12 @@ mod clients;
 
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
-use podscope::client::{dict_u64, ManagerProxy};
+use podscope::api::{proxy::system_connection, Client, CreateOptions, ListFilter, PodMetadata};
+use podscope::domain::NetworkMode;
+use podscope::logging::event;
 use std::collections::HashMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use zbus::zvariant::Value;
 
 struct Row {
     figure: String,
@@ -133,24 +134,27 @@ fn rss_pss(pid: u32) -> (u64, u64) {
     (get("Rss:"), get("Pss:"))
 }
 
-fn host() -> HashMap<&'static str, Value<'static>> {
-    HashMap::from([("network", Value::from("host"))])
+fn host() -> CreateOptions {
+    CreateOptions {
+        network: Some(NetworkMode::Host),
+        ..Default::default()
+    }
 }
 
 /// Create and start `n` sandboxes named `<prefix>-<i>` one after another;
 /// their ids and each one's Create+Start time.
 async fn create_started(
-    m: &ManagerProxy<'_>,
+    m: &Client,
     prefix: &str,
     n: usize,
-    options: fn() -> HashMap<&'static str, Value<'static>>,
+    options: fn() -> CreateOptions,
 ) -> (Vec<String>, Vec<Duration>) {
     let mut ids = Vec::with_capacity(n);
     let mut times = Vec::with_capacity(n);
     for i in 0..n {
         let t0 = Instant::now();
         let (id, _) = m
-            .create(&format!("{prefix}-{i}"), "bench", "u", 0, options())
+            .create(&bench_pod(format!("{prefix}-{i}")), &options())
             .await
             .unwrap();
         m.start(&id).await.unwrap();
@@ -160,11 +164,21 @@ async fn create_started(
     (ids, times)
 }
 
-async fn connect() -> ManagerProxy<'static> {
-    let conn = podscope::client::system_connection(Duration::from_secs(60))
+/// A bench pod's metadata: namespace "bench", one uid, attempt 0.
+fn bench_pod(name: String) -> PodMetadata {
+    PodMetadata {
+        name,
+        namespace: "bench".into(),
+        uid: "u".into(),
+        attempt: 0,
+    }
+}
+
+async fn connect() -> Client {
+    let conn = system_connection(Duration::from_secs(60))
         .await
         .expect("system bus");
-    let m = ManagerProxy::new(&conn).await.unwrap();
+    let m = Client::new(&conn).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while m.version().await.is_err() {
         assert!(Instant::now() < deadline, "podscoped does not answer");
@@ -173,10 +187,9 @@ async fn connect() -> ManagerProxy<'static> {
     m
 }
 
-async fn remove_all(m: &ManagerProxy<'_>) {
-    for d in m.list(HashMap::new()).await.unwrap() {
-        let id = podscope::client::dict_str(&d, "id");
-        m.remove(&id).await.unwrap();
+async fn remove_all(m: &Client) {
+    for d in m.list(&ListFilter::default()).await.unwrap() {
+        m.remove(&d.id).await.unwrap();
     }
 }
 
@@ -210,7 +223,7 @@ async fn main() {
         // completes in the frontend.
         tokio::time::sleep(Duration::from_secs(1)).await;
         remove_all(&m).await;
-        assert!(m.list(HashMap::new()).await.unwrap().is_empty());
+        assert!(m.list(&ListFilter::default()).await.unwrap().is_empty());
     }
     if run("alive") {
         alive(&mut t).await;
@@ -285,7 +298,7 @@ fn environment(t: &mut Table) {
     t.add("env: lone cgroup migration p50", "report", measured, None);
 }
 
-async fn latency(m: &ManagerProxy<'_>, t: &mut Table) {
+async fn latency(m: &Client, t: &mut Table) {
     // Lifecycle latency, host network, one client.
     let (ids, mut cs) = create_started(m, "lat", 200, host).await;
     let (mut stop, mut rm) = (Vec::new(), Vec::new());
@@ -293,7 +306,7 @@ async fn latency(m: &ManagerProxy<'_>, t: &mut Table) {
     let mut rss = Vec::new();
     let mut pss = Vec::new();
     for id in ids.iter().take(50) {
-        let pid = dict_u64(&m.status(id).await.unwrap(), "init_pid") as u32;
+        let pid = m.status(id).await.unwrap().init_pid;
         let (r, p) = rss_pss(pid);
         rss.push(r);
         pss.push(p);
@@ -352,18 +365,18 @@ impl Journal {
         )
     }
 
-    /// The entries for one of `ids` whose message contains `message_part`:
-    /// (sandbox id, the text of `field`), for those that have it.
+    /// The entries for one of `ids` with `EVENT=event`: (sandbox id, the
+    /// text of `field`), for those that have it.
     fn fields<'a>(
         &'a self,
         ids: &[String],
-        message_part: &'a str,
+        event: &'a str,
         field: &'a str,
     ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
         let want: std::collections::HashSet<String> = ids.iter().cloned().collect();
         let text = |v: &'a serde_json::Value, k: &str| v.get(k).and_then(|s| s.as_str());
         self.0.iter().filter_map(move |v| {
-            if !text(v, "MESSAGE")?.contains(message_part) {
+            if text(v, "EVENT")? != event {
                 return None;
             }
             let id = text(v, "SANDBOX_ID").filter(|id| want.contains(*id))?;
@@ -371,19 +384,19 @@ impl Journal {
         })
     }
 
-    /// `field` (µs) of the entries for one of `ids` whose message contains
-    /// `message_part`, by sandbox id.
-    fn times(&self, ids: &[String], message_part: &str, field: &str) -> HashMap<String, Duration> {
-        self.fields(ids, message_part, field)
+    /// `field` (µs) of the entries for one of `ids` with `EVENT=event`, by
+    /// sandbox id.
+    fn times(&self, ids: &[String], event: &str, field: &str) -> HashMap<String, Duration> {
+        self.fields(ids, event, field)
             .filter_map(|(id, us)| Some((id.to_owned(), Duration::from_micros(us.parse().ok()?))))
             .collect()
     }
 
     /// Each plugin's run times from the `PLUGINS_US` field
     /// (`bridge=24133 portmap=3210 ...`), plugins in the order they ran.
-    fn plugin_times(&self, ids: &[String], message_part: &str) -> Vec<(String, Vec<Duration>)> {
+    fn plugin_times(&self, ids: &[String], event: &str) -> Vec<(String, Vec<Duration>)> {
         let mut out: Vec<(String, Vec<Duration>)> = Vec::new();
-        for (_, pairs) in self.fields(ids, message_part, "PLUGINS_US") {
+        for (_, pairs) in self.fields(ids, event, "PLUGINS_US") {
             for pair in pairs.split_whitespace() {
                 let Some((name, us)) = pair.split_once('=') else {
                     continue;
@@ -402,10 +415,10 @@ impl Journal {
     /// Per sandbox: (Create+Start total, time in CNI plugins, CNI runtime's
     /// own time), as the daemon measured them.
     fn create_start_timings(&self, ids: &[String]) -> Vec<(Duration, Duration, Duration)> {
-        let created = self.times(ids, " created", "ELAPSED_US");
-        let started = self.times(ids, " started in ", "TOTAL_US");
-        let plugins = self.times(ids, " attached (", "PLUGIN_US");
-        let overhead = self.times(ids, " attached (", "OVERHEAD_US");
+        let created = self.times(ids, event::CREATED, "ELAPSED_US");
+        let started = self.times(ids, event::STARTED, "TOTAL_US");
+        let plugins = self.times(ids, event::NETWORK_ATTACHED, "PLUGIN_US");
+        let overhead = self.times(ids, event::NETWORK_ATTACHED, "OVERHEAD_US");
         ids.iter()
             .filter_map(|id| {
                 Some((
@@ -424,7 +437,7 @@ async fn parallel_create_rate(
     prefix: &'static str,
     total: usize,
     clients: usize,
-    options: fn() -> HashMap<&'static str, Value<'static>>,
+    options: fn() -> CreateOptions,
 ) -> f64 {
     let t0 = Instant::now();
     let mut tasks = Vec::new();
@@ -433,7 +446,7 @@ async fn parallel_create_rate(
             let m = connect().await;
             for i in 0..total / clients {
                 let (id, _) = m
-                    .create(&format!("{prefix}-{c}-{i}"), "bench", "u", 0, options())
+                    .create(&bench_pod(format!("{prefix}-{c}-{i}")), &options())
                     .await
                     .unwrap();
                 m.start(&id).await.unwrap();
@@ -448,9 +461,9 @@ async fn parallel_create_rate(
 
 /// Pod network through the CNI config in /etc/cni/net.d (the harness's
 /// bridge + host-local + portmap + loopback list, Debian's plugins).
-async fn network(m: &ManagerProxy<'_>, t: &mut Table) {
+async fn network(m: &Client, t: &mut Table) {
     let n = 100;
-    let (ids, mut cs) = create_started(m, "net", n, HashMap::new).await;
+    let (ids, mut cs) = create_started(m, "net", n, CreateOptions::default).await;
     let mut rm = HashMap::new();
     for id in &ids {
         let t0 = Instant::now();
@@ -497,7 +510,7 @@ async fn network(m: &ManagerProxy<'_>, t: &mut Table) {
     );
     // Stop runs DEL while the namespace exists (issue 3); the figure is
     // what Stop+Remove costs besides the plugins themselves.
-    let del = journal.times(&ids, " network detached", "PLUGIN_US");
+    let del = journal.times(&ids, event::NETWORK_DETACHED, "PLUGIN_US");
     let mut outside: Vec<Duration> = rm
         .iter()
         .filter_map(|(id, took)| Some(took.saturating_sub(*del.get(id)?)))
@@ -518,10 +531,10 @@ async fn network(m: &ManagerProxy<'_>, t: &mut Table) {
     // Where Stop's time goes, as the daemon measured it.
     for (row, msg, field) in [
         ("Stop: scope stop p50", " stopped", "SCOPE_US"),
-        ("Stop: CNI DEL p50", " network detached", "CNI_US"),
+        ("Stop: CNI DEL p50", event::NETWORK_DETACHED, "CNI_US"),
         (
             "Stop: inside CNI plugins (DEL) p50",
-            " network detached",
+            event::NETWORK_DETACHED,
             "PLUGIN_US",
         ),
         (
@@ -532,25 +545,25 @@ async fn network(m: &ManagerProxy<'_>, t: &mut Table) {
         ("Stop: whole, daemon-measured p50", " stopped", "ELAPSED_US"),
         (
             "Create: netns unit start p50 (alongside ADD)",
-            " created",
+            event::CREATED,
             "NETNS_US",
         ),
         (
             "Create: whole, daemon-measured p50",
-            " created",
+            event::CREATED,
             "ELAPSED_US",
         ),
         (
             "Start: whole, daemon-measured p50",
-            " started in ",
+            event::STARTED,
             "TOTAL_US",
         ),
-        ("Start: network check p50", " started in ", "NETWORK_US"),
-        ("Start: podscope-init spawn p50", " started in ", "INIT_US"),
-        ("Start: scope job p50", " started in ", "SCOPE_US"),
+        ("Start: network check p50", event::STARTED, "NETWORK_US"),
+        ("Start: podscope-init spawn p50", event::STARTED, "INIT_US"),
+        ("Start: scope job p50", event::STARTED, "SCOPE_US"),
         (
             "Start: machined registration p50",
-            " started in ",
+            event::STARTED,
             "MACHINE_US",
         ),
     ] {
@@ -560,7 +573,10 @@ async fn network(m: &ManagerProxy<'_>, t: &mut Table) {
         }
     }
     // Which plugin the time inside the plugins goes to (p50 / p90).
-    for (verb, msg) in [("ADD", " attached ("), ("DEL", " network detached")] {
+    for (verb, msg) in [
+        ("ADD", event::NETWORK_ATTACHED),
+        ("DEL", event::NETWORK_DETACHED),
+    ] {
         for (plugin, mut v) in journal.plugin_times(&ids, msg) {
             t.add(
                 &format!("CNI {verb}: {plugin} p50 / p90"),
@@ -572,7 +588,7 @@ async fn network(m: &ManagerProxy<'_>, t: &mut Table) {
     }
 
     // 100 pods with networks, 4 parallel clients.
-    let rate = parallel_create_rate("netp", 100, 4, HashMap::new).await;
+    let rate = parallel_create_rate("netp", 100, 4, CreateOptions::default).await;
     t.add(
         "Create+Start, pod net, 4 clients, 100",
         ">= 20 /s",
@@ -619,7 +635,7 @@ fn cri_host_pod(name: String) -> cri::RunPodSandboxRequest {
 /// The CRI frontend's cost: RunPodSandbox through the socket against the
 /// same Create+Start straight over D-Bus (host network, interleaved so both
 /// see the same machine), and its memory when idle.
-async fn cri(m: &ManagerProxy<'_>, t: &mut Table) {
+async fn cri(m: &Client, t: &mut Table) {
     let mut rt = cri_client().await;
     // Warm both paths (activation, first connections).
     for i in 0..5 {
@@ -637,7 +653,7 @@ async fn cri(m: &ManagerProxy<'_>, t: &mut Table) {
         via_cri.push(t0.elapsed());
         let t0 = Instant::now();
         let (id, _) = m
-            .create(&format!("bus-{i}"), "bench", "u", 0, host())
+            .create(&bench_pod(format!("bus-{i}")), &host())
             .await
             .unwrap();
         m.start(&id).await.unwrap();
@@ -723,7 +739,7 @@ async fn alive(t: &mut Table) {
     let mut ls = Vec::new();
     for _ in 0..30 {
         let t0 = Instant::now();
-        let l = m.list(HashMap::new()).await.unwrap();
+        let l = m.list(&ListFilter::default()).await.unwrap();
         ls.push(t0.elapsed());
         assert_eq!(l.len(), alive);
     }
@@ -753,12 +769,11 @@ async fn alive(t: &mut Table) {
     sh("systemctl restart podscoped");
     let m = connect().await;
     let wall = t0.elapsed();
-    let (_, info) = m.runtime_status().await.unwrap();
-    let rec = Duration::from_micros(dict_u64(&info, "recovery_usec"));
-    assert_eq!(dict_u64(&info, "recovered"), alive as u64);
+    let (_, info, _) = m.runtime_status().await.unwrap();
+    let rec = Duration::from_micros(info.recovery_usec);
+    assert_eq!(info.recovered as usize, alive);
     assert_eq!(
-        dict_u64(&info, "ready"),
-        alive as u64,
+        info.ready, alive as u32,
         "every pod still ready after the restart"
     );
     t.add_within(

@@ -1,0 +1,133 @@
+//! The typed client of `org.podscope.Sandbox1.Manager`, used by
+//! podscopectl, the CRI frontend, the bench and the integration tests.
+//! Replies are decoded here, once: a reply missing a key, or with a key of
+//! the wrong type, is an error naming it, never a silent "" or 0.
+
+use super::proxy::ManagerProxy;
+use super::sandbox::{
+    Condition, CreateOptions, Exit, ListFilter, Platform, PodMetadata, Resources, RuntimeInfo,
+    SandboxStatus, SandboxSummary, Version,
+};
+use super::{from_dict, Dict};
+use serde::de::DeserializeOwned;
+use zbus::zvariant::OwnedObjectPath;
+
+#[derive(Clone, Debug)]
+pub struct Client {
+    proxy: ManagerProxy<'static>,
+}
+
+/// A reply that does not match the contract, as a call failure.
+fn decode<T: DeserializeOwned>(method: &str, d: &Dict) -> zbus::Result<T> {
+    from_dict(None, d).map_err(|e| zbus::Error::Failure(format!("{method} reply: {e}")))
+}
+
+impl Client {
+    pub async fn new(conn: &zbus::Connection) -> zbus::Result<Self> {
+        Ok(Client {
+            proxy: ManagerProxy::new(conn).await?,
+        })
+    }
+
+    pub fn from_proxy(proxy: ManagerProxy<'static>) -> Self {
+        Client { proxy }
+    }
+
+    /// The transport underneath, for calls with flags or raw arguments.
+    pub fn proxy(&self) -> &ManagerProxy<'static> {
+        &self.proxy
+    }
+
+    pub async fn create(
+        &self,
+        meta: &PodMetadata,
+        options: &CreateOptions,
+    ) -> zbus::Result<(String, OwnedObjectPath)> {
+        self.proxy
+            .create(
+                &meta.name,
+                &meta.namespace,
+                &meta.uid,
+                meta.attempt,
+                options,
+            )
+            .await
+    }
+
+    pub async fn start(&self, id: &str) -> zbus::Result<()> {
+        self.proxy.start(id).await
+    }
+
+    pub async fn stop(&self, id: &str) -> zbus::Result<()> {
+        self.proxy.stop(id).await
+    }
+
+    pub async fn remove(&self, id: &str) -> zbus::Result<()> {
+        self.proxy.remove(id).await
+    }
+
+    pub async fn wait(&self, id: &str) -> zbus::Result<Exit> {
+        let (status, finished_at, reason) = self.proxy.wait(id).await?;
+        Ok(Exit {
+            status,
+            finished_at,
+            reason,
+        })
+    }
+
+    pub async fn update_resources(&self, id: &str, r: &Resources) -> zbus::Result<()> {
+        self.proxy.update_resources(id, r).await
+    }
+
+    pub async fn platform(&self) -> zbus::Result<Platform> {
+        let (os, architecture, variant) = self.proxy.platform().await?;
+        Ok(Platform {
+            os,
+            architecture,
+            variant,
+        })
+    }
+
+    pub async fn status(&self, id: &str) -> zbus::Result<SandboxStatus> {
+        decode("Status", &self.proxy.status(id).await?)
+    }
+
+    /// Status with the raw dictionary beside it (CRI's verbose info).
+    pub async fn status_with_dict(&self, id: &str) -> zbus::Result<(SandboxStatus, Dict)> {
+        let d = self.proxy.status(id).await?;
+        Ok((decode("Status", &d)?, d))
+    }
+
+    pub async fn list(&self, filter: &ListFilter) -> zbus::Result<Vec<SandboxSummary>> {
+        self.proxy
+            .list(filter)
+            .await?
+            .iter()
+            .map(|d| decode("List", d))
+            .collect()
+    }
+
+    pub async fn version(&self) -> zbus::Result<Version> {
+        let (runtime_name, runtime_version, api_version) = self.proxy.version().await?;
+        Ok(Version {
+            runtime_name,
+            runtime_version,
+            api_version,
+        })
+    }
+
+    /// RuntimeStatus: conditions, decoded info and the raw info.
+    pub async fn runtime_status(&self) -> zbus::Result<(Vec<Condition>, RuntimeInfo, Dict)> {
+        let (conditions, d) = self.proxy.runtime_status().await?;
+        let conditions = conditions
+            .into_iter()
+            .map(|(kind, status, reason, message)| Condition {
+                kind,
+                status,
+                reason,
+                message,
+            })
+            .collect();
+        Ok((conditions, decode("RuntimeStatus", &d)?, d))
+    }
+}

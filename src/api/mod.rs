@@ -1,0 +1,47 @@
+//! The public contract of `org.podscope.Sandbox1`, below both the daemon
+//! (`bus/`) and its clients (`client`, `cri/`, podscopectl, the bench, the
+//! tests): bus names and paths, error names, one Rust type per dictionary on
+//! the wire, and the proxies. A key, a name or a type changes here and
+//! nowhere else.
+
+pub mod client;
+pub mod dict;
+pub mod errors;
+pub mod proxy;
+pub mod sandbox;
+
+pub use client::Client;
+pub use dict::{from_dict, to_dict, Dict};
+pub use sandbox::{
+    Condition, CreateOptions, Dns, Exit, ListFilter, PodMetadata, PortMapping, Quarantined,
+    Resources, RuntimeInfo, SandboxStatus, SandboxSummary, Version,
+};
+
+use crate::domain::{NamespaceMode, NetworkMode, Protocol, SandboxId, State};
+use zbus::zvariant::{OwnedObjectPath, Signature, Type};
+
+pub const BUS_NAME: &str = "org.podscope.Sandbox1";
+pub const MANAGER_PATH: &str = "/org/podscope/Sandbox1";
+/// The interface names, as the `#[interface]` and `#[proxy]` attributes
+/// must spell them again (a unit test keeps them equal).
+pub const MANAGER_INTERFACE: &str = "org.podscope.Sandbox1.Manager";
+pub const SANDBOX_INTERFACE: &str = "org.podscope.Sandbox1.Sandbox";
+/// The third value of Version.
+pub const API_VERSION: &str = "v1";
+
+/// A sandbox's object path.
+pub fn sandbox_path(id: &SandboxId) -> OwnedObjectPath {
+    OwnedObjectPath::try_from(format!("{MANAGER_PATH}/sandbox/{id}"))
+        .expect("hex ids make valid paths")
+}
+
+/// The domain's small enums travel as their lowercase names (their serde
+/// names, which the checkpoints use too).
+macro_rules! as_string {
+    ($($t:ty),*) => {$(
+        impl Type for $t {
+            const SIGNATURE: &'static Signature = &Signature::Str;
+        }
+    )*};
+}
+as_string!(State, NetworkMode, NamespaceMode, Protocol);

@@ -1,0 +1,791 @@
+//! The dictionaries of `org.podscope.Sandbox1.Manager`, one Rust type each.
+//!
+//! Written with zvariant's dictionary encoding (`SerializeDict`: each field
+//! a key, its value in a variant) and read with `dict::from_dict`, so a
+//! struct's field names are the only spelling of its keys. Inputs
+//! (`CreateOptions`, `ListFilter`, `Resources`) deny unknown keys and default
+//! absent ones; outputs (`SandboxSummary`, `SandboxStatus`, `RuntimeInfo`)
+//! require every key and ignore new ones, so an older client keeps working
+//! against a newer daemon.
+
+use super::dict::negative_is_zero;
+use crate::domain::{self, NamespaceMode, NetworkMode, Protocol, SandboxConfig, State};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use zbus::zvariant::{SerializeDict, Type};
+
+/// Pod-level limits: Create's `resources` and `overhead`, UpdateResources'
+/// argument, and Status' copies. A key left out is no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, SerializeDict, Deserialize, Type)]
+#[zvariant(signature = "a{sv}")]
+#[serde(default, deny_unknown_fields)]
+pub struct Resources {
+    pub cpu_period: u64,
+    /// CRI sends -1 (or 0) for "no quota".
+    #[serde(deserialize_with = "negative_is_zero")]
+    pub cpu_quota: u64,
+    pub cpu_shares: u64,
+    pub memory_limit_in_bytes: u64,
+    pub pids_limit: u64,
+}
+
+impl From<domain::Resources> for Resources {
+    fn from(r: domain::Resources) -> Self {
+        let domain::Resources {
+            cpu_period,
+            cpu_quota,
+            cpu_shares,
+            memory_limit_in_bytes,
+            pids_limit,
+        } = r;
+        Resources {
+            cpu_period,
+            cpu_quota,
+            cpu_shares,
+            memory_limit_in_bytes,
+            pids_limit,
+        }
+    }
+}
+
+impl From<Resources> for domain::Resources {
+    fn from(r: Resources) -> Self {
+        let Resources {
+            cpu_period,
+            cpu_quota,
+            cpu_shares,
+            memory_limit_in_bytes,
+            pids_limit,
+        } = r;
+        domain::Resources {
+            cpu_period,
+            cpu_quota,
+            cpu_shares,
+            memory_limit_in_bytes,
+            pids_limit,
+        }
+    }
+}
+
+/// The pod's resolv.conf settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, SerializeDict, Deserialize, Type)]
+#[zvariant(signature = "a{sv}")]
+#[serde(default, deny_unknown_fields)]
+pub struct Dns {
+    pub servers: Vec<String>,
+    pub searches: Vec<String>,
+    pub options: Vec<String>,
+}
+
+impl From<domain::DnsConfig> for Dns {
+    fn from(d: domain::DnsConfig) -> Self {
+        let domain::DnsConfig {
+            servers,
+            searches,
+            options,
+        } = d;
+        Dns {
+            servers,
+            searches,
+            options,
+        }
+    }
+}
+
+impl From<Dns> for domain::DnsConfig {
+    fn from(d: Dns) -> Self {
+        let Dns {
+            servers,
+            searches,
+            options,
+        } = d;
+        domain::DnsConfig {
+            servers,
+            searches,
+            options,
+        }
+    }
+}
+
+/// One published port; `host_port` 0 is not published.
+#[derive(Debug, Clone, Default, PartialEq, Eq, SerializeDict, Deserialize, Type)]
+#[zvariant(signature = "a{sv}")]
+#[serde(default, deny_unknown_fields)]
+pub struct PortMapping {
+    pub protocol: Protocol,
+    pub container_port: u32,
+    pub host_port: u32,
+    pub host_ip: String,
+}
+
+impl From<domain::PortMapping> for PortMapping {
+    fn from(p: domain::PortMapping) -> Self {
+        let domain::PortMapping {
+            protocol,
+            container_port,
+            host_port,
+            host_ip,
+        } = p;
+        PortMapping {
+            protocol,
+            container_port,
+            host_port,
+            host_ip,
+        }
+    }
+}
+
+impl From<PortMapping> for domain::PortMapping {
+    fn from(p: PortMapping) -> Self {
+        let PortMapping {
+            protocol,
+            container_port,
+            host_port,
+            host_ip,
+        } = p;
+        domain::PortMapping {
+            protocol,
+            container_port,
+            host_port,
+            host_ip,
+        }
+    }
+}
+
+/// Create's `options`: everything but the four metadata arguments. Absent
+/// is the default; the daemon validates the values (`SandboxConfig::validate`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, SerializeDict, Deserialize, Type)]
+#[zvariant(signature = "a{sv}")]
+#[serde(default, deny_unknown_fields)]
+pub struct CreateOptions {
+    pub hostname: Option<String>,
+    pub log_directory: Option<String>,
+    pub labels: Option<BTreeMap<String, String>>,
+    pub annotations: Option<BTreeMap<String, String>>,
+    pub network: Option<NetworkMode>,
+    pub pid_namespace: Option<NamespaceMode>,
+    pub ipc_namespace: Option<NamespaceMode>,
+    pub runtime_handler: Option<String>,
+    pub cgroup_parent: Option<String>,
+    pub resources: Option<Resources>,
+    pub overhead: Option<Resources>,
+    pub dns: Option<Dns>,
+    pub port_mappings: Option<Vec<PortMapping>>,
+    pub sysctls: Option<BTreeMap<String, String>>,
+}
+
+/// Create's four positional arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodMetadata {
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub attempt: u32,
+}
+
+fn some_if<T>(keep: bool, v: T) -> Option<T> {
+    keep.then_some(v)
+}
+
+impl CreateOptions {
+    /// The options for a config (for clients that build a `SandboxConfig`
+    /// first, like the CRI frontend); empty fields are left out.
+    pub fn from_config(c: &SandboxConfig) -> (PodMetadata, Self) {
+        let c = c.clone();
+        let meta = PodMetadata {
+            name: c.name,
+            namespace: c.namespace,
+            uid: c.uid,
+            attempt: c.attempt,
+        };
+        let text = |s: String| some_if(!s.is_empty(), s);
+        let map = |m: BTreeMap<String, String>| some_if(!m.is_empty(), m);
+        let limits = |r: domain::Resources| some_if(!r.is_empty(), r.into());
+        let opts = CreateOptions {
+            hostname: text(c.hostname),
+            log_directory: text(c.log_directory),
+            labels: map(c.labels),
+            annotations: map(c.annotations),
+            network: Some(c.network),
+            pid_namespace: Some(c.pid_namespace),
+            ipc_namespace: Some(c.ipc_namespace),
+            runtime_handler: text(c.runtime_handler),
+            cgroup_parent: text(c.cgroup_parent),
+            resources: limits(c.resources),
+            overhead: limits(c.overhead),
+            dns: some_if(c.dns != domain::DnsConfig::default(), c.dns.into()),
+            port_mappings: some_if(
+                !c.port_mappings.is_empty(),
+                c.port_mappings.into_iter().map(Into::into).collect(),
+            ),
+            sysctls: map(c.sysctls),
+        };
+        (meta, opts)
+    }
+
+    /// The config these options describe (not yet validated).
+    pub fn into_config(self, meta: PodMetadata) -> SandboxConfig {
+        SandboxConfig {
+            name: meta.name,
+            namespace: meta.namespace,
+            uid: meta.uid,
+            attempt: meta.attempt,
+            hostname: self.hostname.unwrap_or_default(),
+            log_directory: self.log_directory.unwrap_or_default(),
+            labels: self.labels.unwrap_or_default(),
+            annotations: self.annotations.unwrap_or_default(),
+            network: self.network.unwrap_or_default(),
+            pid_namespace: self.pid_namespace.unwrap_or_default(),
+            ipc_namespace: self.ipc_namespace.unwrap_or_default(),
+            runtime_handler: self.runtime_handler.unwrap_or_default(),
+            cgroup_parent: self.cgroup_parent.unwrap_or_default(),
+            resources: self.resources.unwrap_or_default().into(),
+            overhead: self.overhead.unwrap_or_default().into(),
+            dns: self.dns.unwrap_or_default().into(),
+            port_mappings: self
+                .port_mappings
+                .unwrap_or_default()
+                .into_iter()
+                .map(Into::into)
+                .collect(),
+            sysctls: self.sysctls.unwrap_or_default(),
+        }
+    }
+}
+
+/// List's `filter`: every key given must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq, SerializeDict, Deserialize, Type)]
+#[zvariant(signature = "a{sv}")]
+#[serde(default, deny_unknown_fields)]
+pub struct ListFilter {
+    /// A prefix of the id.
+    pub id: Option<String>,
+    pub state: Option<State>,
+    /// Subset match.
+    pub labels: Option<BTreeMap<String, String>>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+}
+
+/// What List returns per sandbox: enough for a listing (and for CRI's
+/// ListPodSandbox and ListPodSandboxStats); Status has the rest. Kept small
+/// because List of a thousand pods is on kubelet's hot path.
+#[derive(Debug, Clone, PartialEq, Eq, SerializeDict, Deserialize, Type)]
+#[zvariant(signature = "a{sv}")]
+pub struct SandboxSummary {
+    pub id: String,
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub attempt: u32,
+    pub state: State,
+    /// µs since the epoch.
+    pub created_at: u64,
+    pub unit: String,
+    pub slice: String,
+    /// The scope's control group, relative to the hierarchy's root
+    /// (`/podscope.slice/podscope-<id>.scope`).
+    pub cgroup: String,
+    pub init_pid: u32,
+    pub network: NetworkMode,
+    pub runtime_handler: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// Everything the daemon knows of one sandbox, as Status returns it.
+#[derive(Debug, Clone, PartialEq, Eq, SerializeDict, Deserialize, Type)]
+#[zvariant(signature = "a{sv}")]
+pub struct SandboxStatus {
+    pub id: String,
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub attempt: u32,
+    pub state: State,
+    /// µs since the epoch; 0 = not yet.
+    pub created_at: u64,
+    pub started_at: u64,
+    pub finished_at: u64,
+    pub unit: String,
+    pub slice: String,
+    /// As in `SandboxSummary`.
+    pub cgroup: String,
+    pub hostname: String,
+    pub log_directory: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub runtime_handler: String,
+    pub network: NetworkMode,
+    pub pid_namespace: NamespaceMode,
+    pub ipc_namespace: NamespaceMode,
+    pub cgroup_parent: String,
+    /// While a pod-network sandbox has its namespace, else "".
+    pub netns_path: String,
+    /// For pod network, else "".
+    pub netns_unit: String,
+    /// Primary first.
+    pub ips: Vec<String>,
+    pub network_name: String,
+    pub network_attached: bool,
+    pub network_error: String,
+    pub resolv_conf_path: String,
+    pub hostname_path: String,
+    /// The systemd-machined name while ready and registered, else "".
+    pub machine: String,
+    pub dns: Dns,
+    pub port_mappings: Vec<PortMapping>,
+    pub sysctls: BTreeMap<String, String>,
+    pub init_pid: u32,
+    pub reason: String,
+    pub resources: Resources,
+    pub overhead: Resources,
+}
+
+/// A readiness condition: (type, status, reason, message), CRI's shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct Condition {
+    pub kind: String,
+    pub status: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+/// A state directory recovery set aside: (dir, moved_to, reason).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct Quarantined {
+    pub dir: String,
+    pub moved_to: String,
+    pub reason: String,
+}
+
+/// RuntimeStatus' counters and settings.
+#[derive(Debug, Clone, PartialEq, Eq, SerializeDict, Deserialize, Type)]
+#[zvariant(signature = "a{sv}")]
+pub struct RuntimeInfo {
+    pub sandboxes: u32,
+    pub ready: u32,
+    pub recovered: u32,
+    pub recovery_usec: u64,
+    pub quarantined: Vec<Quarantined>,
+    pub orphans_stopped: Vec<String>,
+    pub network_teardowns_owed: u32,
+    pub state_dir: String,
+    /// The configured handlers; "" is always accepted.
+    pub runtime_handlers: Vec<String>,
+    /// Wait calls now blocked.
+    pub waits_in_flight: u32,
+    pub os: String,
+    pub architecture: String,
+    pub variant: String,
+}
+
+/// Wait's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct Exit {
+    /// 0 when stopped through podscope, 1 otherwise.
+    pub status: u32,
+    /// µs since the epoch.
+    pub finished_at: u64,
+    pub reason: String,
+}
+
+/// Version's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct Version {
+    pub runtime_name: String,
+    pub runtime_version: String,
+    pub api_version: String,
+}
+
+/// Platform's answer, in OCI image index terms.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct Platform {
+    pub os: String,
+    pub architecture: String,
+    pub variant: String,
+}
+
+impl SandboxSummary {
+    pub fn of(sb: &domain::Sandbox) -> Self {
+        let c = &sb.config;
+        SandboxSummary {
+            id: sb.id.to_string(),
+            name: c.name.clone(),
+            namespace: c.namespace.clone(),
+            uid: c.uid.clone(),
+            attempt: c.attempt,
+            state: sb.state,
+            created_at: sb.created_at,
+            unit: sb.unit(),
+            slice: sb.slice.clone(),
+            cgroup: sb.cgroup_path(),
+            init_pid: sb.init_pid,
+            network: c.network,
+            runtime_handler: c.runtime_handler.clone(),
+            labels: c.labels.clone(),
+            annotations: c.annotations.clone(),
+        }
+    }
+}
+
+impl SandboxStatus {
+    /// The List entry of the same sandbox.
+    pub fn summary(&self) -> SandboxSummary {
+        SandboxSummary {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            uid: self.uid.clone(),
+            attempt: self.attempt,
+            state: self.state,
+            created_at: self.created_at,
+            unit: self.unit.clone(),
+            slice: self.slice.clone(),
+            cgroup: self.cgroup.clone(),
+            init_pid: self.init_pid,
+            network: self.network,
+            runtime_handler: self.runtime_handler.clone(),
+            labels: self.labels.clone(),
+            annotations: self.annotations.clone(),
+        }
+    }
+
+    pub fn of(sb: &domain::Sandbox) -> Self {
+        let c = &sb.config;
+        SandboxStatus {
+            id: sb.id.to_string(),
+            name: c.name.clone(),
+            namespace: c.namespace.clone(),
+            uid: c.uid.clone(),
+            attempt: c.attempt,
+            state: sb.state,
+            created_at: sb.created_at,
+            started_at: sb.started_at,
+            finished_at: sb.finished_at,
+            unit: sb.unit(),
+            slice: sb.slice.clone(),
+            cgroup: sb.cgroup_path(),
+            hostname: c.hostname.clone(),
+            log_directory: c.log_directory.clone(),
+            labels: c.labels.clone(),
+            annotations: c.annotations.clone(),
+            runtime_handler: c.runtime_handler.clone(),
+            network: c.network,
+            pid_namespace: c.pid_namespace,
+            ipc_namespace: c.ipc_namespace,
+            cgroup_parent: c.cgroup_parent.clone(),
+            netns_path: sb.live_netns_path(),
+            netns_unit: if sb.has_netns() {
+                sb.netns_unit()
+            } else {
+                String::new()
+            },
+            ips: sb.network.ips.clone(),
+            network_name: sb.network.name.clone(),
+            network_attached: sb.network.attached,
+            network_error: sb.network.error.clone(),
+            resolv_conf_path: sb.resolv_conf_path.clone(),
+            hostname_path: sb.hostname_path.clone(),
+            machine: sb.machine.clone(),
+            dns: c.dns.clone().into(),
+            port_mappings: c.port_mappings.iter().cloned().map(Into::into).collect(),
+            sysctls: c.sysctls.clone(),
+            init_pid: sb.init_pid,
+            reason: sb.reason.clone(),
+            resources: c.resources.into(),
+            overhead: c.overhead.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{from_dict, to_dict, Dict};
+    use crate::domain::{Sandbox, SandboxId};
+    use crate::error::{ErrorKind, Result};
+    use std::collections::HashMap;
+    use zbus::zvariant::{OwnedValue, Value};
+
+    fn ov(v: Value<'_>) -> OwnedValue {
+        v.try_to_owned().unwrap()
+    }
+
+    fn opts(pairs: Vec<(&str, Value<'static>)>) -> Dict {
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), ov(v)))
+            .collect()
+    }
+
+    fn meta() -> PodMetadata {
+        PodMetadata {
+            name: "n".into(),
+            namespace: "ns".into(),
+            uid: "u".into(),
+            attempt: 1,
+        }
+    }
+
+    fn parse(o: &Dict) -> Result<SandboxConfig> {
+        Ok(from_dict::<CreateOptions>(None, o)?.into_config(meta()))
+    }
+
+    #[test]
+    fn full_options_parse() {
+        let labels: HashMap<&str, &str> = [("app", "web")].into();
+        let res: HashMap<&str, Value> = [
+            ("cpu_quota", Value::I64(50_000)),
+            ("cpu_period", Value::I64(100_000)),
+            ("memory_limit_in_bytes", Value::U64(1 << 28)),
+        ]
+        .into();
+        let o = opts(vec![
+            ("hostname", "h".into()),
+            ("labels", labels.into()),
+            ("network", "host".into()),
+            ("pid_namespace", "pod".into()),
+            ("cgroup_parent", "/kubepods/pod1".into()),
+            ("resources", res.into()),
+        ]);
+        let c = parse(&o).unwrap();
+        assert_eq!(c.hostname, "h");
+        assert_eq!(c.labels["app"], "web");
+        assert_eq!(c.network, NetworkMode::Host);
+        assert_eq!(c.pid_namespace, NamespaceMode::Pod);
+        assert_eq!(c.resources.cpu_quota, 50_000);
+        assert_eq!(c.resources.memory_limit_in_bytes, 1 << 28);
+        assert_eq!(c.attempt, 1);
+    }
+
+    #[test]
+    fn network_options_parse_with_any_integer_type() {
+        let dns: HashMap<&str, Value<'_>> = HashMap::from([
+            ("servers", vec!["10.96.0.10"].into()),
+            ("searches", vec!["svc.cluster.local"].into()),
+            ("options", vec!["ndots:5"].into()),
+        ]);
+        let pm: HashMap<&str, Value<'_>> = HashMap::from([
+            ("protocol", "udp".into()),
+            ("container_port", Value::U32(53)),
+            ("host_port", Value::I32(5353)),
+            // Boxed twice, as some clients send it.
+            ("host_ip", Value::Value(Box::new("127.0.0.1".into()))),
+        ]);
+        let sysctls = HashMap::from([("net.core.somaxconn", "1024")]);
+        let o = opts(vec![
+            ("dns", dns.into()),
+            ("port_mappings", vec![pm].into()),
+            ("sysctls", sysctls.into()),
+        ]);
+        let c = parse(&o).unwrap();
+        assert_eq!(c.dns.servers, ["10.96.0.10"]);
+        assert_eq!(c.dns.options, ["ndots:5"]);
+        assert_eq!(c.port_mappings[0].protocol, Protocol::Udp);
+        assert_eq!(c.port_mappings[0].host_port, 5353);
+        assert_eq!(c.port_mappings[0].host_ip, "127.0.0.1");
+        assert_eq!(c.sysctls["net.core.somaxconn"], "1024");
+    }
+
+    #[test]
+    fn bad_keys_and_types_are_named_by_their_path() {
+        let pm = |k: &'static str, v: Value<'static>| -> Value<'static> {
+            vec![HashMap::from([(k, v)])].into()
+        };
+        for (o, field) in [
+            (opts(vec![("hostnme", "h".into())]), "hostnme"),
+            (opts(vec![("hostname", Value::U32(3))]), "hostname"),
+            (opts(vec![("labels", "x".into())]), "labels"),
+            (
+                opts(vec![("labels", HashMap::from([("a", 1u32)]).into())]),
+                "labels.a",
+            ),
+            (
+                opts(vec![(
+                    "resources",
+                    HashMap::from([("cpu_sharez", Value::U64(2))]).into(),
+                )]),
+                "resources.cpu_sharez",
+            ),
+            (
+                opts(vec![(
+                    "resources",
+                    HashMap::from([("cpu_shares", Value::I64(-5))]).into(),
+                )]),
+                "resources.cpu_shares",
+            ),
+            (opts(vec![("network", "bridge".into())]), "network"),
+            (
+                opts(vec![("port_mappings", pm("hostport", Value::U32(1)))]),
+                "port_mappings[0].hostport",
+            ),
+            (
+                opts(vec![(
+                    "port_mappings",
+                    pm("host_port", Value::U64(1 << 40)),
+                )]),
+                "port_mappings[0].host_port",
+            ),
+            (
+                opts(vec![("port_mappings", pm("protocol", "icmp".into()))]),
+                "port_mappings[0].protocol",
+            ),
+            (opts(vec![("dns", "8.8.8.8".into())]), "dns"),
+        ] {
+            let e = parse(&o).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+            assert!(e.to_string().starts_with(&format!("{field}: ")), "{e}");
+        }
+        let e = from_dict::<ListFilter>(Some("filter"), &opts(vec![("colour", "x".into())]))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("filter.colour: unknown key (known: id, state"),
+            "{e}"
+        );
+        let e = from_dict::<ListFilter>(Some("filter"), &opts(vec![("state", "running".into())]))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "filter.state: \"running\" is not one of created, ready, notready"
+        );
+    }
+
+    #[test]
+    fn negative_quota_means_unlimited() {
+        let o = opts(vec![(
+            "resources",
+            HashMap::from([("cpu_quota", Value::I64(-1))]).into(),
+        )]);
+        assert_eq!(parse(&o).unwrap().resources.cpu_quota, 0);
+    }
+
+    fn full_config() -> SandboxConfig {
+        let mut c = SandboxConfig {
+            name: "n".into(),
+            namespace: "ns".into(),
+            uid: "u".into(),
+            attempt: 1,
+            hostname: "h".into(),
+            log_directory: "/var/log/pods/x".into(),
+            network: NetworkMode::Host,
+            pid_namespace: NamespaceMode::Pod,
+            ipc_namespace: NamespaceMode::Node,
+            runtime_handler: "podscope".into(),
+            cgroup_parent: "kubepods-besteffort.slice".into(),
+            ..Default::default()
+        };
+        c.labels.insert("app".into(), "web".into());
+        c.annotations.insert("a".into(), "b".into());
+        c.sysctls.insert("net.core.somaxconn".into(), "1024".into());
+        c.resources.cpu_quota = 50_000;
+        c.overhead.memory_limit_in_bytes = 1 << 20;
+        c.dns.servers = vec!["10.96.0.10".into()];
+        c.port_mappings = vec![domain::PortMapping {
+            protocol: Protocol::Udp,
+            container_port: 53,
+            host_port: 5353,
+            host_ip: "127.0.0.1".into(),
+        }];
+        c
+    }
+
+    /// What a client writes is what the daemon reads, through the real
+    /// D-Bus encoding.
+    #[test]
+    fn create_options_round_trip_through_the_wire() {
+        for c in [
+            full_config(),
+            SandboxConfig {
+                attempt: 1,
+                ..meta().into_config_default()
+            },
+        ] {
+            let (m, o) = CreateOptions::from_config(&c);
+            assert_eq!(m, meta());
+            let d = to_dict(&o).unwrap();
+            assert_eq!(parse(&d).unwrap(), c);
+        }
+        let (_, o) = CreateOptions::from_config(&full_config());
+        let d = to_dict(&o).unwrap();
+        // The documented shapes: dns a{sv}, port_mappings aa{sv}.
+        assert_eq!(d["dns"].value_signature().to_string(), "a{sv}");
+        assert_eq!(d["port_mappings"].value_signature().to_string(), "aa{sv}");
+        assert_eq!(d["network"].value_signature().to_string(), "s");
+        assert_eq!(
+            String::try_from(d["network"].try_clone().unwrap()).unwrap(),
+            "host"
+        );
+    }
+
+    #[test]
+    fn status_and_summary_round_trip_and_require_every_key() {
+        let mut sb = Sandbox::new(
+            SandboxId::random(),
+            full_config(),
+            "podscope.slice".into(),
+            7,
+        );
+        sb.state = State::Ready;
+        sb.network.ips = vec!["10.0.0.2".into()];
+        let status = SandboxStatus::of(&sb);
+        let d = to_dict(&status).unwrap();
+        assert_eq!(from_dict::<SandboxStatus>(None, &d).unwrap(), status);
+        assert_eq!(d["attempt"].value_signature().to_string(), "u");
+        assert_eq!(d["created_at"].value_signature().to_string(), "t");
+        assert_eq!(d["dns"].value_signature().to_string(), "a{sv}");
+        assert_eq!(
+            status.cgroup,
+            format!("/podscope.slice/podscope-{}.scope", sb.id)
+        );
+        let summary = SandboxSummary::of(&sb);
+        assert_eq!(status.summary(), summary);
+        let mut d = to_dict(&summary).unwrap();
+        assert_eq!(from_dict::<SandboxSummary>(None, &d).unwrap(), summary);
+        // A newer daemon's extra key is fine; a missing one is an error.
+        d.insert("colour".into(), ov("blue".into()));
+        assert!(from_dict::<SandboxSummary>(None, &d).is_ok());
+        d.remove("cgroup");
+        let e = from_dict::<SandboxSummary>(None, &d).unwrap_err();
+        assert_eq!(e.to_string(), "cgroup: missing");
+        d.insert("cgroup".into(), ov(Value::U32(1)));
+        let e = from_dict::<SandboxSummary>(None, &d).unwrap_err();
+        assert!(
+            e.to_string().starts_with("cgroup: expected a string"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn runtime_info_round_trips() {
+        let info = RuntimeInfo {
+            sandboxes: 3,
+            ready: 1,
+            recovered: 2,
+            recovery_usec: 1234,
+            quarantined: vec![Quarantined {
+                dir: "ab".into(),
+                moved_to: "/var/lib/podscope/quarantine/ab".into(),
+                reason: "bad json".into(),
+            }],
+            orphans_stopped: vec!["podscope-x.scope".into()],
+            network_teardowns_owed: 0,
+            state_dir: "/var/lib/podscope".into(),
+            runtime_handlers: vec!["podscope".into()],
+            waits_in_flight: 0,
+            os: "linux".into(),
+            architecture: "amd64".into(),
+            variant: String::new(),
+        };
+        let d = to_dict(&info).unwrap();
+        assert_eq!(d["quarantined"].value_signature().to_string(), "a(sss)");
+        assert_eq!(from_dict::<RuntimeInfo>(None, &d).unwrap(), info);
+    }
+
+    impl PodMetadata {
+        fn into_config_default(self) -> SandboxConfig {
+            CreateOptions::default().into_config(self)
+        }
+    }
+}
