@@ -19,6 +19,20 @@ pub enum ErrorKind {
     AccessDenied,
 }
 
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 9] = [
+        ErrorKind::NotFound,
+        ErrorKind::AlreadyExists,
+        ErrorKind::InvalidArgument,
+        ErrorKind::InvalidState,
+        ErrorKind::NetworkFailed,
+        ErrorKind::SystemdFailed,
+        ErrorKind::Timeout,
+        ErrorKind::Internal,
+        ErrorKind::AccessDenied,
+    ];
+}
+
 #[derive(Debug)]
 pub enum Error {
     /// A leaf error: kind plus a human message.

@@ -42,7 +42,8 @@ fn error_name(e: &zbus::Error) -> Option<&str> {
 }
 
 pub struct Machined {
-    conn: Connection,
+    /// None: a lifecycle without machined (its unit tests).
+    conn: Option<Connection>,
     proxy: OnceCell<ManagerProxy<'static>>,
     /// "machined is not available" has been logged.
     said_absent: AtomicBool,
@@ -51,16 +52,28 @@ pub struct Machined {
 impl Machined {
     pub fn new(conn: &Connection) -> Self {
         Machined {
-            conn: conn.clone(),
+            conn: Some(conn.clone()),
             proxy: OnceCell::new(),
             said_absent: AtomicBool::new(false),
+        }
+    }
+
+    /// No machined at all: registering does nothing (for tests without a bus).
+    pub fn disabled() -> Self {
+        Machined {
+            conn: None,
+            proxy: OnceCell::new(),
+            said_absent: AtomicBool::new(true),
         }
     }
 
     async fn proxy(&self) -> zbus::Result<&ManagerProxy<'static>> {
         self.proxy
             .get_or_try_init(|| async {
-                ManagerProxy::builder(&self.conn)
+                let Some(conn) = &self.conn else {
+                    return Err(zbus::fdo::Error::ServiceUnknown("no bus".into()).into());
+                };
+                ManagerProxy::builder(conn)
                     .cache_properties(zbus::proxy::CacheProperties::No)
                     .build()
                     .await

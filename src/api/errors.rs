@@ -23,20 +23,7 @@ pub const LIMITS_EXCEEDED: &str = "org.freedesktop.DBus.Error.LimitsExceeded";
 
 /// The kind for a D-Bus error name.
 pub fn kind_of(name: &str) -> Option<ErrorKind> {
-    use ErrorKind::*;
-    [
-        NotFound,
-        AlreadyExists,
-        InvalidArgument,
-        InvalidState,
-        NetworkFailed,
-        SystemdFailed,
-        Timeout,
-        Internal,
-        AccessDenied,
-    ]
-    .into_iter()
-    .find(|k| error_name(*k) == name)
+    ErrorKind::ALL.into_iter().find(|k| error_name(*k) == name)
 }
 
 /// A D-Bus call's failure as (kind, message): the daemon's named error, or
@@ -71,17 +58,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for k in [
-            ErrorKind::NotFound,
-            ErrorKind::AlreadyExists,
-            ErrorKind::InvalidArgument,
-            ErrorKind::InvalidState,
-            ErrorKind::NetworkFailed,
-            ErrorKind::SystemdFailed,
-            ErrorKind::Timeout,
-            ErrorKind::Internal,
-            ErrorKind::AccessDenied,
-        ] {
+        for k in ErrorKind::ALL {
             assert_eq!(kind_of(error_name(k)), Some(k));
         }
         assert_eq!(kind_of("org.example.Nope"), None);

@@ -14,6 +14,26 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use zbus::zvariant::{SerializeDict, Type};
 
+/// `From` both ways between a wire struct and the domain struct with the
+/// same fields. The destructuring is exhaustive, so a field added to
+/// either side and not listed here does not compile.
+macro_rules! same_fields {
+    ($wire:ident, $domain:path, [$($field:ident),* $(,)?]) => {
+        impl From<$domain> for $wire {
+            fn from(v: $domain) -> Self {
+                let $domain { $($field),* } = v;
+                $wire { $($field),* }
+            }
+        }
+        impl From<$wire> for $domain {
+            fn from(v: $wire) -> Self {
+                let $wire { $($field),* } = v;
+                $domain { $($field),* }
+            }
+        }
+    };
+}
+
 /// Pod-level limits: Create's `resources` and `overhead`, UpdateResources'
 /// argument, and Status' copies. A key left out is no limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, SerializeDict, Deserialize, Type)]
@@ -29,43 +49,17 @@ pub struct Resources {
     pub pids_limit: u64,
 }
 
-impl From<domain::Resources> for Resources {
-    fn from(r: domain::Resources) -> Self {
-        let domain::Resources {
-            cpu_period,
-            cpu_quota,
-            cpu_shares,
-            memory_limit_in_bytes,
-            pids_limit,
-        } = r;
-        Resources {
-            cpu_period,
-            cpu_quota,
-            cpu_shares,
-            memory_limit_in_bytes,
-            pids_limit,
-        }
-    }
-}
-
-impl From<Resources> for domain::Resources {
-    fn from(r: Resources) -> Self {
-        let Resources {
-            cpu_period,
-            cpu_quota,
-            cpu_shares,
-            memory_limit_in_bytes,
-            pids_limit,
-        } = r;
-        domain::Resources {
-            cpu_period,
-            cpu_quota,
-            cpu_shares,
-            memory_limit_in_bytes,
-            pids_limit,
-        }
-    }
-}
+same_fields!(
+    Resources,
+    domain::Resources,
+    [
+        cpu_period,
+        cpu_quota,
+        cpu_shares,
+        memory_limit_in_bytes,
+        pids_limit
+    ]
+);
 
 /// The pod's resolv.conf settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, SerializeDict, Deserialize, Type)]
@@ -77,35 +71,7 @@ pub struct Dns {
     pub options: Vec<String>,
 }
 
-impl From<domain::DnsConfig> for Dns {
-    fn from(d: domain::DnsConfig) -> Self {
-        let domain::DnsConfig {
-            servers,
-            searches,
-            options,
-        } = d;
-        Dns {
-            servers,
-            searches,
-            options,
-        }
-    }
-}
-
-impl From<Dns> for domain::DnsConfig {
-    fn from(d: Dns) -> Self {
-        let Dns {
-            servers,
-            searches,
-            options,
-        } = d;
-        domain::DnsConfig {
-            servers,
-            searches,
-            options,
-        }
-    }
-}
+same_fields!(Dns, domain::DnsConfig, [servers, searches, options]);
 
 /// One published port; `host_port` 0 is not published.
 #[derive(Debug, Clone, Default, PartialEq, Eq, SerializeDict, Deserialize, Type)]
@@ -118,39 +84,11 @@ pub struct PortMapping {
     pub host_ip: String,
 }
 
-impl From<domain::PortMapping> for PortMapping {
-    fn from(p: domain::PortMapping) -> Self {
-        let domain::PortMapping {
-            protocol,
-            container_port,
-            host_port,
-            host_ip,
-        } = p;
-        PortMapping {
-            protocol,
-            container_port,
-            host_port,
-            host_ip,
-        }
-    }
-}
-
-impl From<PortMapping> for domain::PortMapping {
-    fn from(p: PortMapping) -> Self {
-        let PortMapping {
-            protocol,
-            container_port,
-            host_port,
-            host_ip,
-        } = p;
-        domain::PortMapping {
-            protocol,
-            container_port,
-            host_port,
-            host_ip,
-        }
-    }
-}
+same_fields!(
+    PortMapping,
+    domain::PortMapping,
+    [protocol, container_port, host_port, host_ip]
+);
 
 /// Create's `options`: everything but the four metadata arguments. Absent
 /// is the default; the daemon validates the values (`SandboxConfig::validate`).

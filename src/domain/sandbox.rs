@@ -87,6 +87,41 @@ impl Sandbox {
         netns_path_of(&self.id)
     }
 
+    /// Start finished: Ready, running `init_pid`, since `now`.
+    pub fn mark_ready(&mut self, init_pid: u32, now: u64) {
+        self.state = State::Ready;
+        self.started_at = now;
+        self.init_pid = init_pid;
+    }
+
+    /// The pod ended, or will never start: NotReady (terminal). `reason` is
+    /// why, when nobody asked ("" for Stop and Remove). A sandbox already
+    /// NotReady keeps its first end and reason.
+    pub fn mark_not_ready(&mut self, reason: &str, now: u64) {
+        if self.state == State::NotReady {
+            return;
+        }
+        self.state = State::NotReady;
+        self.finished_at = now;
+        self.init_pid = 0;
+        self.reason = reason.to_owned();
+        self.machine.clear();
+    }
+
+    /// CNI DEL succeeded: no attachment is owed. The network's name stays
+    /// (Status still says which network the pod was on).
+    pub fn network_detached(&mut self) {
+        self.network = PodNetwork {
+            name: std::mem::take(&mut self.network.name),
+            ..Default::default()
+        };
+    }
+
+    /// CNI DEL failed: the attachment is still owed, and this is why.
+    pub fn network_teardown_failed(&mut self, error: String) {
+        self.network.error = error;
+    }
+
     /// Where the pod's network namespace is, while it has one ("" else).
     pub fn live_netns_path(&self) -> String {
         if self.has_netns() && self.state != State::NotReady {
@@ -148,6 +183,42 @@ pub fn now_usec() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn state_changes_keep_the_record_consistent() {
+        let mut sb = Sandbox::new(SandboxId::random(), SandboxConfig::default(), "s".into(), 1);
+        sb.mark_ready(42, 2);
+        sb.machine = "default-web".into();
+        sb.network = PodNetwork {
+            attached: true,
+            name: "podnet".into(),
+            ips: vec!["10.0.0.2".into()],
+            error: String::new(),
+        };
+        assert_eq!(
+            (sb.state, sb.started_at, sb.init_pid),
+            (State::Ready, 2, 42)
+        );
+        sb.network_teardown_failed("plugin said no".into());
+        assert!(sb.network.attached, "still owed");
+        sb.network_detached();
+        assert_eq!(
+            sb.network,
+            PodNetwork {
+                name: "podnet".into(),
+                ..Default::default()
+            }
+        );
+        sb.mark_not_ready("scope stopped outside podscope", 3);
+        assert_eq!(
+            (sb.state, sb.finished_at, sb.init_pid, sb.machine.as_str()),
+            (State::NotReady, 3, 0, "")
+        );
+        // The first end stands.
+        sb.mark_not_ready("", 4);
+        assert_eq!(sb.finished_at, 3);
+        assert_eq!(sb.reason, "scope stopped outside podscope");
+    }
 
     #[test]
     fn unit_names_round_trip() {

@@ -34,10 +34,6 @@ impl State {
             _ => None,
         }
     }
-
-    pub fn can_start(self) -> bool {
-        self == State::Created
-    }
 }
 
 impl fmt::Display for State {
@@ -51,13 +47,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn round_trip_and_transitions() {
+    fn names_round_trip() {
         for s in [State::Created, State::Ready, State::NotReady] {
             assert_eq!(State::parse(s.as_str()), Some(s));
         }
         assert_eq!(State::parse("running"), None);
-        assert!(State::Created.can_start());
-        assert!(!State::Ready.can_start());
-        assert!(!State::NotReady.can_start());
     }
 }

@@ -11,10 +11,12 @@ use crate::domain::network::{capability_args, cni_args};
 use crate::domain::sandbox::{now_usec, PodNetwork};
 use crate::domain::{slice, Sandbox, SandboxId, State};
 use crate::error::{Result, ResultExt};
+use crate::logging::event;
+use crate::systemd::SystemdClient;
 use std::time::Instant;
 use tracing::{error, info, warn};
 
-impl Lifecycle {
+impl<S: SystemdClient> Lifecycle<S> {
     /// CNI ADD for `sb` (its namespace is up). On failure the ADD is undone
     /// with DEL before the error returns; a DEL that fails too leaves the
     /// attachment on disk for reconciliation. `netns`: where the plugins
@@ -93,7 +95,7 @@ impl Lifecycle {
         };
         let total = t0.elapsed();
         let plugin_time = added.plugin_times.total();
-        info!(sandbox_id = %sb.id, network = %list.name, ips = %net.ips.join(","),
+        info!(event = event::NETWORK_ATTACHED, sandbox_id = %sb.id, network = %list.name, ips = %net.ips.join(","),
               cni_us = add_time.as_micros() as u64,
               plugin_us = plugin_time.as_micros() as u64,
               plugins_us = %added.plugin_times,
@@ -134,7 +136,7 @@ impl Lifecycle {
                 self.attachments
                     .delete(id)
                     .with_context(|| format!("sandbox {id}: network teardown"))?;
-                info!(sandbox_id = %id, cni_us = t0.elapsed().as_micros() as u64,
+                info!(event = event::NETWORK_DETACHED, sandbox_id = %id, cni_us = t0.elapsed().as_micros() as u64,
                       plugin_us = plugin_times.total().as_micros() as u64,
                       plugins_us = %plugin_times,
                       "sandbox {id}: network detached");

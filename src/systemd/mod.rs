@@ -4,6 +4,7 @@
 //! job is queued (see `jobs`), and turns unit signals for `podscope-*`
 //! units into [`UnitEvent`]s for the lifecycle to reconcile.
 
+pub mod client;
 pub mod jobs;
 pub mod unit_path;
 
@@ -17,6 +18,8 @@ use tokio::sync::{mpsc, Notify};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 use zbus::{Connection, MatchRule, MessageStream};
 use zbus_systemd::systemd1::{ManagerProxy, UnitProxy};
+
+pub use client::SystemdClient;
 
 const SYSTEMD: &str = "org.freedesktop.systemd1";
 const NO_SUCH_UNIT: &str = "org.freedesktop.systemd1.NoSuchUnit";

@@ -51,16 +51,7 @@ async fn calls_queued_by_activation_are_answered() {
         });
     }
     let (m, _) = manager().await;
-    for d in m
-        .list(&ListFilter {
-            labels: Some(string_map(&[("tag", &tag)])),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-    {
-        m.remove(&d.id.clone()).await.unwrap();
-    }
+    remove_tagged(&m, &tag).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

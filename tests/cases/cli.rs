@@ -23,6 +23,21 @@ async fn readiness_status_line_and_journal_fields() {
         j.contains(&format!("\"UNIT\":\"podscope-{id}.scope\"")),
         "{j}"
     );
+    // Tools match the stable EVENT field, never the wording: one entry per
+    // step event, each with its timing fields.
+    for (event, field) in [
+        (podscope::logging::event::CREATED, "ELAPSED_US"),
+        (podscope::logging::event::NETWORK_ATTACHED, "PLUGIN_US"),
+        (podscope::logging::event::STARTED, "TOTAL_US"),
+    ] {
+        let entries = sh(&format!(
+            "journalctl -u podscoped SANDBOX_ID={id} EVENT={event} -o json --no-pager"
+        ));
+        assert_eq!(entries.lines().count(), 1, "one {event} entry: {entries}");
+        let entry: serde_json::Value = serde_json::from_str(entries.trim()).unwrap();
+        let us: u64 = entry[field].as_str().unwrap().parse().unwrap();
+        assert!(us > 0, "{event} has {field}: {entry}");
+    }
     let v = m.version().await.unwrap();
     assert_eq!(
         (v.runtime_name.as_str(), v.api_version.as_str()),

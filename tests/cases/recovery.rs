@@ -140,16 +140,7 @@ async fn kill_9_mid_operation_loses_nothing_and_leaks_no_scope() {
             "scope {unit} has no ready sandbox record"
         );
     }
-    for d in m
-        .list(&ListFilter {
-            labels: Some(string_map(&[("tag", &tag)])),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-    {
-        m.remove(&d.id.clone()).await.unwrap();
-    }
+    remove_tagged(&m, &tag).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -229,14 +220,10 @@ async fn scope_without_a_record_is_stopped_at_recovery() {
 #[tokio::test(flavor = "multi_thread")]
 async fn daemon_killed_during_start_leaves_no_half_started_pod() {
     with_config(&slow_init_config(), || async {
-        let (m, _) = manager().await;
-        let (id, _) = m
-            .create(&pod(&uniq("k9start")), &CreateOptions::default())
-            .await
-            .unwrap();
-        start_in_background_slowly(&id);
-        sh("systemctl kill -s KILL podscoped");
-        let (m, _) = manager().await;
+        let (m, id) = start_interrupted_by("k9start", || {
+            sh("systemctl kill -s KILL podscoped");
+        })
+        .await;
         assert_eq!(
             m.status(&id).await.unwrap().state,
             State::Created,
@@ -259,14 +246,7 @@ async fn daemon_killed_during_start_leaves_no_half_started_pod() {
 #[tokio::test(flavor = "multi_thread")]
 async fn restart_during_start_lets_the_start_finish() {
     with_config(&slow_init_config(), || async {
-        let (m, _) = manager().await;
-        let (id, _) = m
-            .create(&pod(&uniq("drain")), &CreateOptions::default())
-            .await
-            .unwrap();
-        start_in_background_slowly(&id);
-        daemon("restart");
-        let (m, _) = manager().await;
+        let (m, id) = start_interrupted_by("drain", || daemon("restart")).await;
         assert_eq!(
             m.status(&id).await.unwrap().state,
             State::Ready,
@@ -279,4 +259,17 @@ async fn restart_during_start_lets_the_start_finish() {
         m.remove(&id).await.unwrap();
     })
     .await;
+}
+
+/// A sandbox whose (slow) Start is in flight when `interrupt` hits the
+/// daemon; a fresh client and the sandbox's id afterwards.
+async fn start_interrupted_by(prefix: &str, interrupt: impl FnOnce()) -> (Client, String) {
+    let (m, _) = manager().await;
+    let (id, _) = m
+        .create(&pod(&uniq(prefix)), &CreateOptions::default())
+        .await
+        .unwrap();
+    start_in_background_slowly(&id);
+    interrupt();
+    (manager().await.0, id)
 }

@@ -488,3 +488,14 @@ pub fn by_name(name: &str) -> ListFilter {
         ..Default::default()
     }
 }
+
+/// Remove every sandbox labelled tag=`tag`.
+pub async fn remove_tagged(m: &Client, tag: &str) {
+    let filter = ListFilter {
+        labels: Some(string_map(&[("tag", tag)])),
+        ..Default::default()
+    };
+    for d in m.list(&filter).await.unwrap() {
+        m.remove(&d.id).await.unwrap();
+    }
+}

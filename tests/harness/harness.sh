@@ -1,5 +1,5 @@
 #!/bin/bash
-# A real systemd for podscope's tests, per shared/notes/systemd-harness.md:
+# A real systemd for podscope's tests:
 # systemd as PID 1 of private namespaces on a copy-on-write view of this
 # machine, with its own system bus and polkit, podscope installed into it by
 # `make install` as a packager would.

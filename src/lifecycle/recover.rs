@@ -1,0 +1,183 @@
+//! Recovery at daemon start: checkpoints against the units systemd has.
+
+use super::*;
+
+/// What recovery does to one recorded sandbox, from its recorded state and
+/// what systemd says of its units. Pure, so the whole matrix is tested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecoveryPlan {
+    /// Ready, but its scope ended while the daemon was away.
+    pub mark_not_ready: bool,
+    /// Created or NotReady with a running scope: a Start or Stop was cut
+    /// short and its caller got no answer; finish it the safe way.
+    pub stop_scope: bool,
+    /// A sandbox that is not ready holds no network namespace.
+    pub stop_netns: bool,
+}
+
+pub fn recovery_plan(state: State, scope_active: bool, netns_active: bool) -> RecoveryPlan {
+    let mark_not_ready = state == State::Ready && !scope_active;
+    let ends_not_ready = state == State::NotReady || mark_not_ready;
+    RecoveryPlan {
+        mark_not_ready,
+        stop_scope: state != State::Ready && scope_active,
+        stop_netns: ends_not_ready && netns_active,
+    }
+}
+
+impl<S: SystemdClient> Lifecycle<S> {
+    /// Load checkpoints and reconcile them with systemd. Called once, before
+    /// the bus name is taken.
+    pub async fn recover(&self) -> Result<RecoveryReport> {
+        let t0 = Instant::now();
+        let recovered = self.store.recover()?;
+        *self.recovered_attachments.lock().unwrap() = self.attachments.ids()?;
+        for q in &recovered.quarantined {
+            tracing::error!(sandbox_dir = %q.dir, moved_to = %q.moved_to.display(), reason = %q.reason,
+                            "corrupt checkpoint of {} quarantined to {}: {}", q.dir, q.moved_to.display(), q.reason);
+        }
+        let units = self.systemd.list_units("podscope-*.scope").await?;
+        let netns_units = self.systemd.list_units("podscope-netns@*.service").await?;
+        let mut report = RecoveryReport {
+            recovered: recovered.sandboxes.len(),
+            quarantined: recovered.quarantined.clone(),
+            incomplete: recovered.incomplete.len(),
+            ..Default::default()
+        };
+        let mut known = std::collections::HashSet::new();
+        let mut known_netns = std::collections::HashSet::new();
+        for mut sb in recovered.sandboxes {
+            let unit = sb.unit();
+            known.insert(unit.clone());
+            let netns = sb.netns_unit();
+            let active = |units: &HashMap<String, String>, u: &str| {
+                units.get(u).is_some_and(|s| is_active(s))
+            };
+            let plan = recovery_plan(
+                sb.state,
+                active(&units, &unit),
+                active(&netns_units, &netns),
+            );
+            if plan.mark_not_ready {
+                sb.mark_not_ready("scope ended while podscoped was not running", now_usec());
+                self.store.save(&sb)?;
+                info!(sandbox_id = %sb.id, unit = %unit, "sandbox {}: scope ended while podscoped was down; not ready", sb.id);
+            }
+            if plan.stop_scope {
+                warn!(sandbox_id = %sb.id, unit = %unit, state = %sb.state,
+                      "sandbox {}: scope {unit} running but sandbox is {}: stopping the scope", sb.id, sb.state);
+                self.recovery_stop(&sb.id, &unit).await;
+            }
+            if plan.stop_netns {
+                warn!(sandbox_id = %sb.id, unit = %netns, "sandbox {} is not ready: stopping {netns}", sb.id);
+                self.recovery_stop(&sb.id, &netns).await;
+            }
+            known_netns.insert(netns);
+            self.registry.insert(Entry::new(sb));
+        }
+        let quarantined: Vec<&str> = report.quarantined.iter().map(|q| q.dir.as_str()).collect();
+        let mut orphans = self
+            .stop_orphans(&units, &known, &quarantined, id_from_scope_unit)
+            .await;
+        orphans.extend(
+            self.stop_orphans(&netns_units, &known_netns, &quarantined, id_from_netns_unit)
+                .await,
+        );
+        report.orphans_stopped = orphans;
+        report.duration_usec = t0.elapsed().as_micros() as u64;
+        info!(
+            event = crate::logging::event::RECOVERED,
+            recovered = report.recovered,
+            quarantined = report.quarantined.len(),
+            incomplete = report.incomplete,
+            orphans = report.orphans_stopped.len(),
+            elapsed_us = report.duration_usec,
+            "recovered {} sandboxes in {} µs ({} quarantined, {} orphan scopes stopped)",
+            report.recovered,
+            report.duration_usec,
+            report.quarantined.len(),
+            report.orphans_stopped.len()
+        );
+        *self.recovery.lock().unwrap() = report.clone();
+        Ok(report)
+    }
+
+    /// Stop the active units in `units` that belong to no known sandbox.
+    /// A unit whose record is quarantined is damaged, not absent: it is left
+    /// running for an operator to decide.
+    async fn stop_orphans(
+        &self,
+        units: &std::collections::HashMap<String, String>,
+        known: &std::collections::HashSet<String>,
+        quarantined: &[&str],
+        id_of: fn(&str) -> Option<SandboxId>,
+    ) -> Vec<String> {
+        let mut stopped = Vec::new();
+        for (unit, state) in units {
+            if known.contains(unit) || !is_active(state) {
+                continue;
+            }
+            let Some(id) = id_of(unit) else { continue };
+            if quarantined.contains(&id.as_str()) {
+                warn!(sandbox_id = %id, unit = %unit, "{unit} of quarantined sandbox {id} left running");
+                continue;
+            }
+            warn!(sandbox_id = %id, unit = %unit, "{unit} has no sandbox record: stopping it");
+            self.recovery_stop(&id, unit).await;
+            stopped.push(unit.clone());
+        }
+        stopped
+    }
+
+    /// Stop a unit during recovery. A failure is logged, not fatal: the
+    /// daemon must come up to manage the other sandboxes.
+    async fn recovery_stop(&self, id: &SandboxId, unit: &str) {
+        let r = if unit.ends_with(".scope") {
+            self.stop_scope(id, unit).await
+        } else {
+            self.systemd
+                .stop_unit(unit, self.settings.stop_timeout())
+                .await
+        };
+        if let Err(e) = r {
+            tracing::error!(sandbox_id = %id, unit = %unit, "sandbox {id}: stopping {unit} at recovery failed: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use State::*;
+
+    #[test]
+    fn recovery_plan_covers_every_state_and_unit_combination() {
+        // (recorded state, scope active, netns active) ->
+        // (mark not ready, stop scope, stop netns)
+        let table = [
+            ((Created, false, false), (false, false, false)),
+            ((Created, false, true), (false, false, false)),
+            ((Created, true, false), (false, true, false)),
+            ((Created, true, true), (false, true, false)),
+            ((Ready, true, true), (false, false, false)),
+            ((Ready, true, false), (false, false, false)),
+            ((Ready, false, true), (true, false, true)),
+            ((Ready, false, false), (true, false, false)),
+            ((NotReady, false, false), (false, false, false)),
+            ((NotReady, false, true), (false, false, true)),
+            ((NotReady, true, false), (false, true, false)),
+            ((NotReady, true, true), (false, true, true)),
+        ];
+        for ((state, scope, netns), (mark, stop_scope, stop_netns)) in table {
+            assert_eq!(
+                recovery_plan(state, scope, netns),
+                RecoveryPlan {
+                    mark_not_ready: mark,
+                    stop_scope,
+                    stop_netns
+                },
+                "{state} scope={scope} netns={netns}"
+            );
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! Remove: stop if needed, then delete all state.
+
+use super::*;
+
+impl<S: SystemdClient> Lifecycle<S> {
+    /// Stop if needed, then delete all state. Unknown ids are NotFound.
+    pub async fn remove(&self, id: &str) -> Result<SandboxId> {
+        let entry = self.resolve(id)?;
+        let _op = entry.op.lock().await;
+        if entry.is_removed() {
+            return Err(Error::not_found(format!("no sandbox with id {id}")));
+        }
+        let id = entry.id.clone();
+        match self.stop_locked(&entry, "").await {
+            Ok(()) => {}
+            // Plugins missing or failing must not make a pod unremovable:
+            // the attachment stays on disk (with the error) and its DEL is
+            // retried when podscoped next starts.
+            Err(e) if e.kind() == ErrorKind::NetworkFailed => {
+                tracing::error!(sandbox_id = %id,
+                    "sandbox {id}: removed with its network teardown still owed (retried at the next daemon start): {e}");
+            }
+            Err(e) => return Err(e),
+        }
+        self.store
+            .delete(&id)
+            .with_context(|| format!("sandbox {id}: remove: delete state"))?;
+        if let Err(e) = pod_files::remove(&self.settings.run_dir, &id) {
+            warn!(sandbox_id = %id, "sandbox {id}: {e}");
+        }
+        entry.mark_removed();
+        self.registry.remove(&id);
+        info!(event = crate::logging::event::REMOVED, sandbox_id = %id, "sandbox {id} removed");
+        self.emit(Event::Removed(id.clone()));
+        Ok(id)
+    }
+}

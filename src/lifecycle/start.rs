@@ -1,0 +1,161 @@
+//! Start: the network checked, podscope-init spawned, the transient scope
+//! made around it, the pod registered with machined: Ready.
+
+use super::*;
+
+impl<S: SystemdClient> Lifecycle<S> {
+    /// Spawn the init and put it in a new transient scope: Ready.
+    pub async fn start(&self, id: &str) -> Result<Arc<Entry>> {
+        let entry = self.resolve(id)?;
+        let _op = entry.op.lock().await;
+        if entry.is_removed() {
+            return Err(Error::not_found(format!("no sandbox with id {id}")));
+        }
+        let sb = entry.snapshot();
+        let ctx = |step: &str| format!("sandbox {}: start: {step}", sb.id);
+        match sb.state {
+            State::Ready => return Ok(entry.clone()),
+            State::NotReady => {
+                return Err(Error::invalid_state(format!(
+                    "sandbox {} is stopped; a stopped sandbox cannot be started again (create a new attempt)",
+                    sb.id
+                )))
+            }
+            State::Created => {}
+        }
+        let laps = Laps::start();
+        match self.start_steps(&sb).await {
+            Ok((next, mut timings)) => {
+                let unit = next.unit();
+                let pid = next.init_pid;
+                if let Err(e) = self.persist(&entry, next) {
+                    let e = e.context(ctx("save checkpoint"));
+                    self.fail_start(&entry, &e).await;
+                    return Err(e);
+                }
+                timings.total = laps.total();
+                timings.log(&sb.id, &unit, pid);
+                self.emit(Event::Changed(sb.id.clone()));
+                Ok(entry.clone())
+            }
+            Err(e) => {
+                self.fail_start(&entry, &e).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Start's steps; returns the Ready record and when each step was done.
+    /// Undoes its own init and scope.
+    async fn start_steps(&self, sb: &Sandbox) -> Result<(Sandbox, StartTimings)> {
+        let mut laps = Laps::start();
+        let mut timings = StartTimings::default();
+        let ctx = |step: &str| format!("sandbox {}: start: {step}", sb.id);
+        let unit = sb.unit();
+        let mut next = sb.clone();
+        if sb.has_netns() {
+            if !std::path::Path::new(&sb.netns_path()).exists() {
+                // The namespace unit was stopped since Create: bring it back.
+                // (A pinned namespace means the unit is up: no bus round-trip.)
+                let netns = sb.netns_unit();
+                self.systemd
+                    .start_unit(&netns, self.settings.start_timeout())
+                    .await
+                    .with_context(|| ctx(&format!("start {netns}")))?;
+                if sb.network.attached {
+                    // A new namespace (after a reboot, say): the old
+                    // attachment's interfaces went with the old one.
+                    self.detach_network(&sb.id).await?;
+                    next.network = PodNetwork::default();
+                }
+            }
+            if !next.network.attached {
+                // Create's ADD was cut short by a restart and undone since.
+                next.network = self.attach_network(sb, None).await?;
+            }
+        }
+        timings.network = laps.lap();
+        let pid = init_spawn::spawn_init(
+            &self.settings.init_path,
+            &next,
+            self.settings.start_timeout(),
+        )
+        .await
+        .with_context(|| ctx("spawn podscope-init"))?;
+        timings.init = laps.lap();
+        let props = self.scope_properties(&next, pid);
+        if let Err(e) = self
+            .systemd
+            .start_transient(&unit, props, self.settings.start_timeout())
+            .await
+        {
+            // Undo: the init is ours alone until the scope holds it.
+            kill_pid(pid);
+            let _ = self
+                .systemd
+                .stop_unit(&unit, self.settings.stop_timeout())
+                .await;
+            return Err(e.context(ctx("create scope")));
+        }
+        timings.scope = laps.lap();
+        next.mark_ready(pid, now_usec());
+        // Recorded with the Ready checkpoint, so Stop knows what to
+        // unregister even after a daemon restart.
+        next.machine = self.machined.register(&next).await;
+        timings.machine = laps.lap();
+        Ok((next, timings))
+    }
+
+    /// A Start that failed leaves nothing running: no scope, no network, no
+    /// namespace. The sandbox is NotReady (terminal, as for any stopped
+    /// pod); kubelet removes it and makes a new attempt.
+    async fn fail_start(&self, entry: &Entry, cause: &Error) {
+        let reason = format!("start failed: {cause}");
+        // The scope may exist when only the final checkpoint failed.
+        if let Err(e) = self
+            .stop_scope(&entry.id, &scope_unit_name(&entry.id))
+            .await
+        {
+            warn!(sandbox_id = %entry.id, "sandbox {}: cleaning up after a failed start: {e}", entry.id);
+        }
+        if let Err(e) = self.stop_locked(entry, &reason).await {
+            warn!(sandbox_id = %entry.id, "sandbox {}: cleaning up after a failed start: {e}", entry.id);
+        }
+    }
+
+    fn scope_properties(&self, sb: &Sandbox, pid: u32) -> Vec<(&'static str, Prop)> {
+        let c = &sb.config;
+        let mut props = vec![
+            ("PIDs", Prop::Pids(vec![pid])),
+            ("Slice", Prop::Str(sb.slice.clone())),
+            (
+                "Description",
+                Prop::Str(format!(
+                    "podscope pod {}/{} ({})",
+                    c.namespace,
+                    c.name,
+                    sb.id.short()
+                )),
+            ),
+            ("Delegate", Prop::Bool(true)),
+            ("CollectMode", Prop::Str("inactive-or-failed".into())),
+            ("CPUAccounting", Prop::Bool(true)),
+            ("MemoryAccounting", Prop::Bool(true)),
+            ("TasksAccounting", Prop::Bool(true)),
+            (
+                "TimeoutStopUSec",
+                Prop::U64(self.settings.stop_timeout_ms * 1000),
+            ),
+        ];
+        if sb.has_netns() {
+            // The pod lives and dies with its network namespace.
+            let netns = sb.netns_unit();
+            props.push(("BindsTo", Prop::Strs(vec![netns.clone()])));
+            props.push(("After", Prop::Strs(vec![netns])));
+        }
+        for (k, v) in crate::domain::resources::scope_properties(&c.resources, &c.overhead) {
+            props.push((k, Prop::U64(v)));
+        }
+        props
+    }
+}

@@ -1,0 +1,406 @@
+//! The lifecycle's decisions and rollbacks against a fake systemd (no root,
+//! no bus): what it asks systemd to do, what it records, what it leaves.
+//! The harness tests run the same paths against the real systemd.
+
+use super::*;
+use crate::domain::NetworkMode;
+use std::collections::HashSet;
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Records every call ("start <unit>", "stop <unit>", ...); units it
+/// started are "active". A call starting with a prefix in `fail` fails with
+/// that kind, the first `times` times (0: always).
+#[derive(Default)]
+struct FakeSystemd {
+    units: Mutex<HashMap<String, String>>,
+    calls: Mutex<Vec<String>>,
+    fail: Mutex<Vec<(String, ErrorKind, usize)>>,
+}
+
+impl FakeSystemd {
+    fn call(&self, what: String) -> Result<()> {
+        self.calls.lock().unwrap().push(what.clone());
+        let mut fail = self.fail.lock().unwrap();
+        let Some(i) = fail
+            .iter()
+            .position(|(p, _, _)| what.starts_with(p.as_str()))
+        else {
+            return Ok(());
+        };
+        let kind = fail[i].1;
+        match fail[i].2 {
+            0 => {}
+            1 => drop(fail.remove(i)),
+            _ => fail[i].2 -= 1,
+        }
+        Err(Error::new(kind, format!("{what}: refused by the test")))
+    }
+    fn fail(&self, prefix: &str, kind: ErrorKind, times: usize) {
+        self.fail
+            .lock()
+            .unwrap()
+            .push((prefix.to_owned(), kind, times));
+    }
+    fn set_active(&self, unit: &str) {
+        self.units
+            .lock()
+            .unwrap()
+            .insert(unit.to_owned(), "active".to_owned());
+    }
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+/// `pattern` is `prefix*suffix`, as the lifecycle's patterns are.
+fn glob(pattern: &str, name: &str) -> bool {
+    let (pre, suf) = pattern.split_once('*').unwrap_or((pattern, ""));
+    name.starts_with(pre) && name.ends_with(suf) && name.len() >= pre.len() + suf.len()
+}
+
+impl SystemdClient for Arc<FakeSystemd> {
+    fn start_transient(
+        &self,
+        unit: &str,
+        _props: Vec<(&'static str, Prop)>,
+        _timeout: Duration,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let r = self.call(format!("transient {unit}"));
+        if r.is_ok() {
+            self.set_active(unit);
+        }
+        std::future::ready(r)
+    }
+    fn set_properties(
+        &self,
+        unit: &str,
+        props: Vec<(&'static str, Prop)>,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let keys: Vec<&str> = props.iter().map(|(k, _)| *k).collect();
+        std::future::ready(self.call(format!("set {unit} {}", keys.join(","))))
+    }
+    fn start_unit(
+        &self,
+        unit: &str,
+        _timeout: Duration,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let r = self.call(format!("start {unit}"));
+        if r.is_ok() {
+            self.set_active(unit);
+        }
+        std::future::ready(r)
+    }
+    fn stop_unit(&self, unit: &str, _timeout: Duration) -> impl Future<Output = Result<()>> + Send {
+        let r = self.call(format!("stop {unit}"));
+        if r.is_ok() {
+            self.units.lock().unwrap().remove(unit);
+        }
+        std::future::ready(r)
+    }
+    fn kill_unit(&self, unit: &str, signal: i32) -> impl Future<Output = Result<()>> + Send {
+        std::future::ready(self.call(format!("kill {unit} {signal}")))
+    }
+    fn active_state(&self, unit: &str) -> impl Future<Output = Result<Option<String>>> + Send {
+        std::future::ready(Ok(self.units.lock().unwrap().get(unit).cloned()))
+    }
+    fn list_units(
+        &self,
+        pattern: &str,
+    ) -> impl Future<Output = Result<HashMap<String, String>>> + Send {
+        let units = self.units.lock().unwrap();
+        std::future::ready(Ok(units
+            .iter()
+            .filter(|(u, _)| glob(pattern, u))
+            .map(|(u, s)| (u.clone(), s.clone()))
+            .collect()))
+    }
+    fn connection_lost(&self) -> impl Future<Output = ()> + Send {
+        std::future::pending()
+    }
+}
+
+struct Rig {
+    lc: Lifecycle<Arc<FakeSystemd>>,
+    systemd: Arc<FakeSystemd>,
+    store: Store,
+    dir: PathBuf,
+    events: mpsc::UnboundedReceiver<Event>,
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn rig(tag: &str) -> Rig {
+    let dir = std::env::temp_dir().join(format!("podscope-lifecycle-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let settings = Settings {
+        state_dir: dir.join("state"),
+        run_dir: dir.join("run"),
+        cni_conf_dir: dir.join("cni"),
+        ..Settings::default()
+    };
+    let systemd = Arc::new(FakeSystemd::default());
+    let (tx, events) = mpsc::unbounded_channel();
+    let lc = Lifecycle::new(
+        settings,
+        Store::open(&dir.join("state")).unwrap(),
+        systemd.clone(),
+        Machined::disabled(),
+        tx,
+    )
+    .unwrap();
+    Rig {
+        lc,
+        systemd,
+        store: Store::open(&dir.join("state")).unwrap(),
+        dir,
+        events,
+    }
+}
+
+fn sandbox(name: &str, network: NetworkMode, state: State) -> Sandbox {
+    let config = SandboxConfig {
+        name: name.into(),
+        namespace: "ns".into(),
+        uid: "u".into(),
+        network,
+        ..Default::default()
+    };
+    let mut sb = Sandbox::new(SandboxId::random(), config, "podscope.slice".into(), 1);
+    match state {
+        State::Created => {}
+        State::Ready => sb.mark_ready(4242, 2),
+        State::NotReady => sb.mark_not_ready("", 3),
+    }
+    sb
+}
+
+/// A checkpointed sandbox, recovered, with its scope active when Ready.
+async fn recovered(r: &Rig, network: NetworkMode, state: State) -> Sandbox {
+    let sb = sandbox("pod", network, state);
+    r.store.save(&sb).unwrap();
+    if state == State::Ready {
+        r.systemd.set_active(&sb.unit());
+    }
+    r.lc.recover().await.unwrap();
+    sb
+}
+
+#[tokio::test]
+async fn recovery_finishes_what_was_cut_short_and_stops_orphans() {
+    let r = rig("recover");
+    let dead = sandbox("dead", NetworkMode::Pod, State::Ready);
+    let cut = sandbox("cut", NetworkMode::Host, State::Created);
+    let alive = sandbox("alive", NetworkMode::Host, State::Ready);
+    let stopped = sandbox("stopped", NetworkMode::Pod, State::NotReady);
+    for sb in [&dead, &cut, &alive, &stopped] {
+        r.store.save(sb).unwrap();
+    }
+    r.systemd.set_active(&dead.netns_unit());
+    r.systemd.set_active(&cut.unit());
+    r.systemd.set_active(&alive.unit());
+    r.systemd.set_active(&stopped.netns_unit());
+    let orphan = scope_unit_name(&SandboxId::random());
+    r.systemd.set_active(&orphan);
+
+    let report = r.lc.recover().await.unwrap();
+    assert_eq!(report.recovered, 4);
+    assert_eq!(report.orphans_stopped, vec![orphan.clone()]);
+    let stops: HashSet<String> = r
+        .systemd
+        .calls()
+        .into_iter()
+        .filter(|c| c.starts_with("stop "))
+        .collect();
+    let want: HashSet<String> = [dead.netns_unit(), cut.unit(), stopped.netns_unit(), orphan]
+        .iter()
+        .map(|u| format!("stop {u}"))
+        .collect();
+    assert_eq!(stops, want);
+    // The dead pod is NotReady, in memory and on disk, with why.
+    let got = r.lc.get(&dead.id).unwrap().snapshot();
+    assert_eq!(got.state, State::NotReady);
+    assert!(got.reason.contains("not running"), "{}", got.reason);
+    let on_disk = r.store.recover().unwrap();
+    let saved = on_disk.sandboxes.iter().find(|s| s.id == dead.id).unwrap();
+    assert_eq!(saved.state, State::NotReady);
+    assert_eq!(r.lc.get(&alive.id).unwrap().with(|s| s.state), State::Ready);
+}
+
+#[tokio::test]
+async fn a_netns_unit_that_fails_to_start_rolls_create_back() {
+    let r = rig("create-fail");
+    r.systemd
+        .fail("start podscope-netns@", ErrorKind::SystemdFailed, 0);
+    let config = sandbox("web", NetworkMode::Pod, State::Created).config;
+    let e = r.lc.create(config.clone()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::SystemdFailed);
+    assert!(
+        e.to_string().contains("create: start podscope-netns@"),
+        "{e}"
+    );
+    // Nothing is left: no record, no checkpoint, no pod files, the unit
+    // stopped, and the name free again.
+    assert_eq!(r.lc.count(), 0);
+    assert!(r.store.recover().unwrap().sandboxes.is_empty());
+    let run = std::fs::read_dir(r.dir.join("run/sandboxes"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(run, 0, "pod files removed");
+    let calls = r.systemd.calls();
+    let started = calls.iter().find(|c| c.starts_with("start ")).unwrap();
+    let unit = started.trim_start_matches("start ");
+    assert!(calls.contains(&format!("stop {unit}")), "{calls:?}");
+    // The unit starts but CNI has no config: NetworkFailed, unit stopped.
+    r.systemd.fail.lock().unwrap().clear();
+    let e = r.lc.create(config.clone()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NetworkFailed, "{e}");
+    assert!(e.to_string().contains("NoNetworkConfig"), "{e}");
+    assert!(
+        r.systemd.units.lock().unwrap().is_empty(),
+        "netns unit stopped"
+    );
+    assert_eq!(r.lc.count(), 0);
+    // The name was released each time: the same pod can be made.
+    let entry =
+        r.lc.create(SandboxConfig {
+            network: NetworkMode::Host,
+            ..config
+        })
+        .await
+        .unwrap();
+    assert_eq!(entry.with(|s| s.state), State::Created);
+    assert_eq!(r.store.recover().unwrap().sandboxes.len(), 1);
+}
+
+#[tokio::test]
+async fn stop_records_not_ready_and_a_failed_scope_stop_changes_nothing() {
+    let mut r = rig("stop");
+    let sb = recovered(&r, NetworkMode::Host, State::Ready).await;
+    let scope = sb.unit();
+    // systemd refuses: the pod is still ready, in memory and on disk.
+    r.systemd
+        .fail(&format!("stop {scope}"), ErrorKind::SystemdFailed, 1);
+    let e = r.lc.stop(sb.id.as_str()).await.unwrap_err();
+    assert!(e.to_string().contains("stop scope"), "{e}");
+    assert_eq!(r.lc.get(&sb.id).unwrap().with(|s| s.state), State::Ready);
+    assert_eq!(r.store.recover().unwrap().sandboxes[0].state, State::Ready);
+    // A scope that does not stop in time is killed, then stopped.
+    r.systemd
+        .fail(&format!("stop {scope}"), ErrorKind::Timeout, 1);
+    r.lc.stop(sb.id.as_str()).await.unwrap();
+    let calls = r.systemd.calls();
+    let tail: Vec<&str> = calls
+        .iter()
+        .rev()
+        .take(3)
+        .rev()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            format!("stop {scope}"),
+            format!("kill {scope} {}", libc::SIGKILL),
+            format!("stop {scope}")
+        ]
+    );
+    let got = r.lc.get(&sb.id).unwrap().snapshot();
+    assert_eq!(
+        (got.state, got.init_pid, got.reason.as_str()),
+        (State::NotReady, 0, "")
+    );
+    assert!(got.finished_at > 0);
+    assert_eq!(
+        r.store.recover().unwrap().sandboxes[0].state,
+        State::NotReady
+    );
+    assert!(matches!(r.events.try_recv(), Ok(Event::Changed(id)) if id == sb.id));
+    // Idempotent: nothing more is asked of systemd.
+    let n = r.systemd.calls().len();
+    r.lc.stop(sb.id.as_str()).await.unwrap();
+    assert_eq!(r.systemd.calls().len(), n);
+}
+
+#[tokio::test]
+async fn update_resources_applies_live_and_keeps_the_record_when_systemd_refuses() {
+    let r = rig("update");
+    let sb = recovered(&r, NetworkMode::Host, State::Ready).await;
+    let mut res = crate::domain::Resources {
+        memory_limit_in_bytes: 64 << 20,
+        ..Default::default()
+    };
+    r.lc.update_resources(sb.id.as_str(), res).await.unwrap();
+    let set = r.systemd.calls().pop().unwrap();
+    assert!(set.starts_with(&format!("set {} ", sb.unit())), "{set}");
+    assert!(set.contains("MemoryMax"), "{set}");
+    let recorded = |r: &Rig| r.lc.get(&sb.id).unwrap().with(|s| s.config.resources);
+    assert_eq!(recorded(&r), res);
+    r.systemd.fail("set ", ErrorKind::SystemdFailed, 1);
+    res.memory_limit_in_bytes = 128 << 20;
+    let e =
+        r.lc.update_resources(sb.id.as_str(), res)
+            .await
+            .unwrap_err();
+    assert!(e.to_string().contains("update resources"), "{e}");
+    assert_eq!(recorded(&r).memory_limit_in_bytes, 64 << 20);
+}
+
+#[tokio::test]
+async fn a_scope_gone_outside_podscope_makes_the_pod_not_ready() {
+    let r = rig("unit-event");
+    let sb = recovered(&r, NetworkMode::Host, State::Ready).await;
+    // A stale event (the scope is still active) changes nothing.
+    let event = |state: Option<&str>| UnitEvent {
+        unit: sb.unit(),
+        active_state: state.map(str::to_owned),
+    };
+    r.lc.on_unit_event(event(Some("deactivating"))).await;
+    assert_eq!(r.lc.get(&sb.id).unwrap().with(|s| s.state), State::Ready);
+    r.systemd.units.lock().unwrap().clear();
+    r.lc.on_unit_event(event(None)).await;
+    let got = r.lc.get(&sb.id).unwrap().snapshot();
+    assert_eq!(got.state, State::NotReady);
+    assert_eq!(
+        got.reason,
+        format!("scope {} was stopped outside podscope", sb.unit())
+    );
+    let exit = r.lc.wait(sb.id.as_str()).await.unwrap();
+    assert_eq!(exit.status, 1);
+}
+
+#[test]
+fn list_filter_matches_all_given_fields() {
+    let mut sb = Sandbox::new(
+        SandboxId::random(),
+        SandboxConfig {
+            name: "a".into(),
+            namespace: "ns".into(),
+            uid: "u".into(),
+            labels: [("app".to_string(), "web".to_string())].into(),
+            ..Default::default()
+        },
+        String::new(),
+        0,
+    );
+    sb.state = State::Ready;
+    assert!(ListFilter::default().matches(&sb));
+    let f = ListFilter {
+        id_prefix: Some(sb.id.as_str()[..5].to_owned()),
+        state: Some(State::Ready),
+        labels: [("app".to_string(), "web".to_string())].into(),
+        namespace: Some("ns".into()),
+        name: Some("a".into()),
+    };
+    assert!(f.matches(&sb));
+    sb.state = State::NotReady;
+    assert!(!f.matches(&sb));
+    sb.state = State::Ready;
+    sb.config.labels.insert("app".into(), "db".into());
+    assert!(!f.matches(&sb));
+}
