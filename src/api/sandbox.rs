@@ -318,14 +318,27 @@ pub struct RuntimeInfo {
     pub variant: String,
 }
 
-/// Wait's answer.
+/// Wait's answer: how a sandbox left READY.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
 pub struct Exit {
-    /// 0 when stopped through podscope, 1 otherwise.
+    /// 0 when stopped through podscope (Stop, Remove); 1 when it ended any
+    /// other way (its scope stopped outside podscope, `machinectl
+    /// terminate`, a failed Start): `reason` says how.
     pub status: u32,
     /// µs since the epoch.
     pub finished_at: u64,
     pub reason: String,
+}
+
+impl Exit {
+    /// The exit of a sandbox that is no longer (or never got) ready.
+    pub fn of(sb: &domain::Sandbox) -> Option<Exit> {
+        (sb.state == State::NotReady).then(|| Exit {
+            status: u32::from(!sb.reason.is_empty()),
+            finished_at: sb.finished_at,
+            reason: sb.reason.clone(),
+        })
+    }
 }
 
 /// Version's answer.

@@ -1,5 +1,7 @@
 //! The sandbox lifecycle: Create, Start, Stop, Remove, recovery at daemon
-//! start and reconciliation with what systemd reports.
+//! start and reconciliation with what systemd reports, one file per verb,
+//! written against `SystemdClient` so its unit tests (`tests`) run it on a
+//! fake systemd.
 //!
 //! Rules that hold everywhere here:
 //! - a checkpoint is written before any success is reported, so a daemon
@@ -79,28 +81,8 @@ impl ListFilter {
     }
 }
 
-/// How a sandbox left READY: what Wait returns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Exit {
-    /// 0 when stopped through podscope (Stop, Remove); 1 when it ended any
-    /// other way (its scope stopped outside podscope, `machinectl
-    /// terminate`, a failed Start): `reason` says how.
-    pub status: u32,
-    /// µs since the epoch.
-    pub finished_at: u64,
-    pub reason: String,
-}
-
-impl Exit {
-    /// The exit of a sandbox that is no longer (or never got) ready.
-    pub fn of(sb: &Sandbox) -> Option<Exit> {
-        (sb.state == State::NotReady).then(|| Exit {
-            status: u32::from(!sb.reason.is_empty()),
-            finished_at: sb.finished_at,
-            reason: sb.reason.clone(),
-        })
-    }
-}
+/// How a sandbox left READY: what Wait returns (the wire's own type).
+pub use crate::api::Exit;
 
 #[derive(Debug, Default, Clone)]
 pub struct RecoveryReport {
