@@ -287,7 +287,7 @@ struct MapDe<'a> {
 impl<'de, 'a> de::Deserializer<'de> for MapDe<'a> {
     type Error = DecodeError;
     fn deserialize_any<V: Visitor<'de>>(mut self, visitor: V) -> Result<V::Value, DecodeError> {
-        self.entries.sort_by_key(|(k, _)| k.text());
+        self.entries.sort_by_cached_key(|(k, _)| k.text());
         self.entries.reverse();
         visitor.visit_map(MapAccess {
             entries: self.entries,
