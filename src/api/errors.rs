@@ -2,7 +2,7 @@
 //! `org.freedesktop.DBus.Error.AccessDenied` for denials), one per
 //! `ErrorKind`, and how a client reads a failed call back into a kind.
 
-use crate::error::{Error, ErrorKind};
+use crate::error::ErrorKind;
 
 pub fn error_name(kind: ErrorKind) -> &'static str {
     match kind {
@@ -40,11 +40,6 @@ pub fn classify(e: &zbus::Error) -> (ErrorKind, String) {
         },
         other => (ErrorKind::Internal, other.to_string()),
     }
-}
-
-pub fn to_error(e: zbus::Error) -> Error {
-    let (kind, msg) = classify(&e);
-    Error::new(kind, msg)
 }
 
 /// Whether a failed call is the daemon's `kind`.

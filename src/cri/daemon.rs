@@ -12,7 +12,7 @@ use tokio::sync::Mutex;
 use tonic::Status;
 
 pub struct Daemon {
-    proxy: Mutex<Option<Client>>,
+    client: Mutex<Option<Client>>,
     /// Upper bound for one D-Bus call; a longer wait is DEADLINE_EXCEEDED.
     call_timeout: Duration,
 }
@@ -20,13 +20,13 @@ pub struct Daemon {
 impl Daemon {
     pub fn new(call_timeout: Duration) -> Self {
         Daemon {
-            proxy: Mutex::new(None),
+            client: Mutex::new(None),
             call_timeout,
         }
     }
 
     async fn client(&self) -> zbus::Result<Client> {
-        let mut slot = self.proxy.lock().await;
+        let mut slot = self.client.lock().await;
         if let Some(p) = slot.as_ref() {
             return Ok(p.clone());
         }
@@ -62,7 +62,7 @@ impl Daemon {
         if let Err(e) = &r {
             if connection_lost(e) {
                 tracing::warn!("system bus connection lost ({e}); reconnecting on the next call");
-                *self.proxy.lock().await = None;
+                *self.client.lock().await = None;
             }
         }
         r

@@ -529,7 +529,7 @@ async fn network(m: &Client, t: &mut Table) {
         None,
     );
     // Where Stop's time goes, as the daemon measured it.
-    for (row, msg, field) in [
+    for (row, ev, field) in [
         ("Stop: scope stop p50", " stopped", "SCOPE_US"),
         ("Stop: CNI DEL p50", event::NETWORK_DETACHED, "CNI_US"),
         (
@@ -567,17 +567,17 @@ async fn network(m: &Client, t: &mut Table) {
             "MACHINE_US",
         ),
     ] {
-        let mut v: Vec<Duration> = journal.times(&ids, msg, field).into_values().collect();
+        let mut v: Vec<Duration> = journal.times(&ids, ev, field).into_values().collect();
         if !v.is_empty() {
             t.add(row, "report", ms(pct(&mut v, 0.5)), None);
         }
     }
     // Which plugin the time inside the plugins goes to (p50 / p90).
-    for (verb, msg) in [
+    for (verb, ev) in [
         ("ADD", event::NETWORK_ATTACHED),
         ("DEL", event::NETWORK_DETACHED),
     ] {
-        for (plugin, mut v) in journal.plugin_times(&ids, msg) {
+        for (plugin, mut v) in journal.plugin_times(&ids, ev) {
             t.add(
                 &format!("CNI {verb}: {plugin} p50 / p90"),
                 "report",
