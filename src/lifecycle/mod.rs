@@ -200,7 +200,14 @@ impl<S: SystemdClient> Lifecycle<S> {
             .count()
     }
 
+    /// Save and publish a new record. A removed sandbox is never written
+    /// back (a step that finished after its Remove, like a reconciliation's
+    /// DEL, must not resurrect its checkpoint).
     fn persist(&self, entry: &Entry, sandbox: Sandbox) -> Result<()> {
+        if entry.is_removed() {
+            debug!(sandbox_id = %entry.id, "sandbox {}: removed; its record is not written back", entry.id);
+            return Ok(());
+        }
         self.store.save(&sandbox)?;
         entry.replace(sandbox);
         Ok(())

@@ -8,7 +8,7 @@
 use super::{Event, Lifecycle};
 use crate::cni::{self, Attachment};
 use crate::domain::network::{capability_args, cni_args};
-use crate::domain::sandbox::{now_usec, PodNetwork};
+use crate::domain::sandbox::{netns_unit_name, now_usec, PodNetwork};
 use crate::domain::{slice, Sandbox, SandboxId, State};
 use crate::error::{Result, ResultExt};
 use crate::logging::event;
@@ -197,6 +197,19 @@ impl<S: SystemdClient> Lifecycle<S> {
             warn!(sandbox_id = %id, "sandbox {id}: network attachment without a live sandbox: running CNI DEL");
             match self.detach_network(&id).await {
                 Ok(()) => {
+                    // Recovery kept the namespace for this DEL; a sandbox
+                    // that is not ready (or gone) has no use for it now.
+                    let keep_netns = live.is_some_and(|(state, _)| state != State::NotReady);
+                    if !keep_netns {
+                        let unit = netns_unit_name(&id);
+                        if let Err(e) = self
+                            .systemd
+                            .stop_unit(&unit, self.settings.stop_timeout())
+                            .await
+                        {
+                            warn!(sandbox_id = %id, unit = %unit, "sandbox {id}: stopping {unit} after its DEL: {e}");
+                        }
+                    }
                     if let Some(e) = &entry {
                         let mut next = e.snapshot();
                         next.network = PodNetwork::default();

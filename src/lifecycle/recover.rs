@@ -11,17 +11,25 @@ pub struct RecoveryPlan {
     /// Created or NotReady with a running scope: a Start or Stop was cut
     /// short and its caller got no answer; finish it the safe way.
     pub stop_scope: bool,
-    /// A sandbox that is not ready holds no network namespace.
+    /// A sandbox that is not ready holds no network namespace, unless a
+    /// CNI DEL is owed: DEL runs in the namespace (host-device and SR-IOV
+    /// plugins move devices back out of it), so the namespace stays until
+    /// the reconciliation's DEL is done, which then stops the unit.
     pub stop_netns: bool,
 }
 
-pub fn recovery_plan(state: State, scope_active: bool, netns_active: bool) -> RecoveryPlan {
+pub fn recovery_plan(
+    state: State,
+    scope_active: bool,
+    netns_active: bool,
+    owes_del: bool,
+) -> RecoveryPlan {
     let mark_not_ready = state == State::Ready && !scope_active;
     let ends_not_ready = state == State::NotReady || mark_not_ready;
     RecoveryPlan {
         mark_not_ready,
         stop_scope: state != State::Ready && scope_active,
-        stop_netns: ends_not_ready && netns_active,
+        stop_netns: ends_not_ready && netns_active && !owes_del,
     }
 }
 
@@ -57,6 +65,7 @@ impl<S: SystemdClient> Lifecycle<S> {
                 sb.state,
                 active(&units, &unit),
                 active(&netns_units, &netns),
+                self.attachments.exists(&sb.id),
             );
             if plan.mark_not_ready {
                 sb.mark_not_ready("scope ended while podscoped was not running", now_usec());
@@ -122,6 +131,11 @@ impl<S: SystemdClient> Lifecycle<S> {
                 warn!(sandbox_id = %id, unit = %unit, "{unit} of quarantined sandbox {id} left running");
                 continue;
             }
+            // A namespace whose DEL is owed stays until the reconciliation
+            // has run DEL in it.
+            if unit.starts_with("podscope-netns@") && self.attachments.exists(&id) {
+                continue;
+            }
             warn!(sandbox_id = %id, unit = %unit, "{unit} has no sandbox record: stopping it");
             self.recovery_stop(&id, unit).await;
             stopped.push(unit.clone());
@@ -153,7 +167,7 @@ mod tests {
     #[test]
     fn recovery_plan_covers_every_state_and_unit_combination() {
         // (recorded state, scope active, netns active) ->
-        // (mark not ready, stop scope, stop netns)
+        // (mark not ready, stop scope, stop netns), with no DEL owed.
         let table = [
             ((Created, false, false), (false, false, false)),
             ((Created, false, true), (false, false, false)),
@@ -169,14 +183,25 @@ mod tests {
             ((NotReady, true, true), (false, true, true)),
         ];
         for ((state, scope, netns), (mark, stop_scope, stop_netns)) in table {
+            let want = RecoveryPlan {
+                mark_not_ready: mark,
+                stop_scope,
+                stop_netns,
+            };
             assert_eq!(
-                recovery_plan(state, scope, netns),
-                RecoveryPlan {
-                    mark_not_ready: mark,
-                    stop_scope,
-                    stop_netns
-                },
+                recovery_plan(state, scope, netns, false),
+                want,
                 "{state} scope={scope} netns={netns}"
+            );
+            // With a DEL owed the namespace always stays; nothing else
+            // changes.
+            assert_eq!(
+                recovery_plan(state, scope, netns, true),
+                RecoveryPlan {
+                    stop_netns: false,
+                    ..want
+                },
+                "{state} scope={scope} netns={netns}, DEL owed"
             );
         }
     }

@@ -404,3 +404,49 @@ fn list_filter_matches_all_given_fields() {
     sb.config.labels.insert("app".into(), "db".into());
     assert!(!f.matches(&sb));
 }
+
+#[tokio::test]
+async fn recovery_keeps_the_namespace_of_a_pod_that_owes_a_del() {
+    let r = rig("owed-del");
+    let owing = sandbox("owing", NetworkMode::Pod, State::NotReady);
+    let dead = sandbox("dead", NetworkMode::Pod, State::Ready);
+    let orphan = SandboxId::random();
+    for sb in [&owing, &dead] {
+        r.store.save(sb).unwrap();
+    }
+    let networks = r.dir.join("state/networks");
+    for id in [&owing.id, &dead.id, &orphan] {
+        r.systemd
+            .set_active(&crate::domain::sandbox::netns_unit_name(id));
+        // What recovery looks at is that an attachment exists.
+        std::fs::write(networks.join(format!("{id}.json")), "{}").unwrap();
+    }
+    let report = r.lc.recover().await.unwrap();
+    assert!(report.orphans_stopped.is_empty(), "{report:?}");
+    let stops: Vec<String> = r
+        .systemd
+        .calls()
+        .into_iter()
+        .filter(|c| c.starts_with("stop "))
+        .collect();
+    assert!(stops.is_empty(), "DEL first, then the namespace: {stops:?}");
+    assert_eq!(
+        r.lc.get(&dead.id).unwrap().with(|s| s.state),
+        State::NotReady
+    );
+}
+
+#[tokio::test]
+async fn a_removed_sandbox_is_never_written_back() {
+    let r = rig("removed");
+    let sb = recovered(&r, NetworkMode::Host, State::Created).await;
+    let entry = r.lc.get(&sb.id).unwrap();
+    r.lc.remove(sb.id.as_str()).await.unwrap();
+    // A step that finishes after the Remove (a reconciliation's DEL) saves
+    // what it holds: nothing may come back.
+    let mut late = sb.clone();
+    late.network_detached();
+    r.lc.persist(&entry, late).unwrap();
+    assert!(r.store.recover().unwrap().sandboxes.is_empty());
+    assert!(r.lc.get(&sb.id).is_none());
+}

@@ -879,3 +879,58 @@ async fn the_netns_unit_pins_the_namespace_the_network_was_added_in() {
     );
     m.remove(&id).await.unwrap();
 }
+
+/// A pod whose scope ended while podscoped was down owes a DEL. Recovery
+/// keeps its namespace until the reconciliation's DEL has run in it (as
+/// host-device and SR-IOV plugins need), then releases it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_del_owed_at_restart_runs_in_the_namespace() {
+    let log = fresh_fixture_log("owed");
+    let dir = cni_conf_dir(
+        "owed",
+        &[(
+            "10-owed.conflist",
+            bridge_conflist(
+                "owed-net",
+                "podscope7",
+                "10.247.0.0/24",
+                Some(&format!(r#""mode":"pass","log":"{log}""#)),
+            ),
+        )],
+    );
+    with_config(&cni_config(&dir, 5000), || async {
+        let (m, _) = manager().await;
+        let id = create_started(&m, "owed", CreateOptions::default()).await;
+        daemon("stop");
+        sh(&format!("systemctl stop podscope-{id}.scope"));
+        daemon("start");
+        let (m, _) = manager().await;
+        wait_until(Duration::from_secs(10), || {
+            !std::path::Path::new(&attachment_path(&id)).exists()
+        });
+        let probe: Vec<String> = fixture_calls("owed")
+            .into_iter()
+            .filter(|c| c.starts_with(&format!("NETNS-AT-DEL {id} ")))
+            .collect();
+        assert_eq!(probe.len(), 1, "{probe:?}");
+        assert_eq!(
+            probe[0].split(' ').nth(2),
+            Some("nsfs"),
+            "the DEL ran in the pod's namespace: {probe:?}"
+        );
+        wait_until(Duration::from_secs(5), || {
+            sh(&format!(
+                "systemctl is-active podscope-netns@{id}.service || true"
+            )) == "inactive\n"
+        });
+        assert!(
+            !std::path::Path::new(&netns_path(&id)).exists(),
+            "pin released"
+        );
+        let st = m.status(&id).await.unwrap();
+        assert_eq!(st.state, State::NotReady);
+        assert!(!st.network_attached);
+        m.remove(&id).await.unwrap();
+    })
+    .await;
+}
