@@ -19,10 +19,14 @@ pub fn init_args(sb: &Sandbox) -> Vec<String> {
         // Host network pods share the host's UTS namespace too, as kubelet expects.
         args.push("--host-network".into());
     } else {
-        args.extend(["--netns".into(), sb.netns_path()]);
-        if !c.hostname.is_empty() {
-            args.extend(["--hostname".into(), c.hostname.clone()]);
-        }
+        // The pod's own UTS namespace gets the name its hostname file
+        // holds: the one asked for, else the pod's name as a DNS label.
+        args.extend([
+            "--netns".into(),
+            sb.netns_path(),
+            "--hostname".into(),
+            crate::pod_files::pod_hostname(sb),
+        ]);
     }
     if c.pid_namespace == NamespaceMode::Pod {
         args.push("--pid-namespace".into());
@@ -121,5 +125,12 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(&init_args(&s)[2..], ["--host-network", "--host-ipc"]);
+
+        // No hostname asked for: the pod's name, as its hostname file says.
+        let s = sb(SandboxConfig {
+            name: "Web_0".into(),
+            ..Default::default()
+        });
+        assert_eq!(&init_args(&s)[4..6], ["--hostname", "web-0"]);
     }
 }

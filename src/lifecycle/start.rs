@@ -74,6 +74,15 @@ impl<S: SystemdClient> Lifecycle<S> {
                 next.network = self.attach_network(sb, None).await?;
             }
         }
+        // Create wrote them, but /run is a tmpfs (a reboot) and a Create
+        // can be cut short after its checkpoint: write them again.
+        let missing = |p: &str| p.is_empty() || !std::path::Path::new(p).exists();
+        if missing(&next.resolv_conf_path) || missing(&next.hostname_path) {
+            let (resolv, hostname) = pod_files::write(&self.settings.run_dir, &next)
+                .with_context(|| ctx("pod files"))?;
+            next.resolv_conf_path = resolv;
+            next.hostname_path = hostname;
+        }
         timings.network = laps.lap();
         let pid = init_spawn::spawn_init(
             &self.settings.init_path,

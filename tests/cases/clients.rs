@@ -54,6 +54,12 @@ async fn cri_metadata_is_opaque_over_dbus() {
     assert!(label
         .bytes()
         .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'));
+    // The pod's UTS namespace says the same.
+    assert_eq!(
+        sh(&format!("nsenter -t {} -u hostname", st.init_pid)).trim(),
+        label,
+        "the pod's hostname is its name, as its hostname file says"
+    );
     // The CNI plugins get the metadata as sent, one argument each.
     let attachment = std::fs::read_to_string(attachment_path(&id)).unwrap();
     assert!(

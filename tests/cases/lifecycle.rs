@@ -618,3 +618,26 @@ async fn failed_init_undoes_the_network_and_leaves_the_sandbox_notready() {
     let (m, _) = manager().await;
     m.remove(&id).await.unwrap();
 }
+
+/// The pod's files live on /run (a tmpfs): after a reboot, or a Create cut
+/// short after its checkpoint, Start writes them again.
+#[tokio::test(flavor = "multi_thread")]
+async fn start_writes_missing_pod_files() {
+    let (m, _) = manager().await;
+    let name = uniq("files");
+    let (id, _) = m
+        .create(&pod(&name), &CreateOptions::default())
+        .await
+        .unwrap();
+    let dir = format!("/run/podscope/sandboxes/{id}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    m.start(&id).await.unwrap();
+    let st = m.status(&id).await.unwrap();
+    assert_eq!(st.resolv_conf_path, format!("{dir}/resolv.conf"));
+    assert!(std::path::Path::new(&st.resolv_conf_path).exists());
+    assert_eq!(
+        std::fs::read_to_string(&st.hostname_path).unwrap(),
+        format!("{name}\n")
+    );
+    m.remove(&id).await.unwrap();
+}
