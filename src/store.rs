@@ -8,9 +8,35 @@
 use crate::domain::{Sandbox, SandboxId};
 use crate::error::{Error, IoResultExt, Result};
 use sha2::{Digest, Sha256};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+/// State is root's alone: checkpoints and attachments hold every pod's
+/// annotations and network configs, which may carry secrets.
+pub const PRIVATE_DIR_MODE: u32 = 0o700;
+pub const PRIVATE_FILE_MODE: u32 = 0o600;
+
+/// Create `dir` (and its parents) as a private directory; an existing one
+/// is made private too (an upgrade from a version that made it 0755).
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(PRIVATE_DIR_MODE)
+        .create(dir)?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(PRIVATE_DIR_MODE))
+}
+
+/// Open `path` for writing as a private file, truncating it.
+pub fn private_file(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(PRIVATE_FILE_MODE)
+        .open(path)
+}
 
 const MAGIC: &str = "podscope-checkpoint 1 sha256:";
 const CHECKPOINT: &str = "checkpoint";
@@ -87,8 +113,8 @@ impl Store {
     pub fn open(state_dir: &Path) -> Result<Self> {
         let sandboxes = state_dir.join("sandboxes");
         let quarantine = state_dir.join("quarantine");
-        for d in [&sandboxes, &quarantine] {
-            fs::create_dir_all(d).io_context(format!("create {}", d.display()))?;
+        for d in [state_dir, &sandboxes, &quarantine] {
+            private_dir(d).io_context(format!("create {}", d.display()))?;
         }
         Ok(Store {
             sandboxes,
@@ -107,15 +133,13 @@ impl Store {
         let ctx = || format!("save checkpoint of sandbox {}", sandbox.id);
         let fresh = !dir.exists();
         if fresh {
-            fs::create_dir(&dir).io_context(format!("{}: create {}", ctx(), dir.display()))?;
+            DirBuilder::new()
+                .mode(PRIVATE_DIR_MODE)
+                .create(&dir)
+                .io_context(format!("{}: create {}", ctx(), dir.display()))?;
         }
         let tmp = dir.join(CHECKPOINT_TMP);
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .io_context(format!("{}: open {}", ctx(), tmp.display()))?;
+        let mut f = private_file(&tmp).io_context(format!("{}: open {}", ctx(), tmp.display()))?;
         f.write_all(&encode(sandbox))
             .and_then(|_| f.sync_all())
             .io_context(format!("{}: write {}", ctx(), tmp.display()))?;
@@ -257,6 +281,28 @@ pub(crate) mod tests {
         assert!(decode(b"garbage\n{}")
             .unwrap_err()
             .contains("unknown header"));
+    }
+
+    #[test]
+    fn state_is_private_even_after_an_upgrade() {
+        let t = TempDir::new();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        // What an older version left: world-readable directories.
+        fs::create_dir_all(t.0.join("sandboxes")).unwrap();
+        fs::set_permissions(&t.0, fs::Permissions::from_mode(0o755)).unwrap();
+        fs::set_permissions(t.0.join("sandboxes"), fs::Permissions::from_mode(0o755)).unwrap();
+        let store = Store::open(&t.0).unwrap();
+        let sb = sample();
+        store.save(&sb).unwrap();
+        for dir in [
+            t.0.clone(),
+            t.0.join("sandboxes"),
+            t.0.join("quarantine"),
+            store.dir_of(&sb.id),
+        ] {
+            assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+        }
+        assert_eq!(mode(&store.dir_of(&sb.id).join(CHECKPOINT)), 0o600);
     }
 
     #[test]

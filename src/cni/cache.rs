@@ -40,7 +40,7 @@ pub struct AttachmentStore {
 impl AttachmentStore {
     pub fn open(state_dir: &std::path::Path) -> Result<Self> {
         let dir = state_dir.join("networks");
-        fs::create_dir_all(&dir).io_context(format!("create {}", dir.display()))?;
+        crate::store::private_dir(&dir).io_context(format!("create {}", dir.display()))?;
         Ok(AttachmentStore { dir })
     }
 
@@ -58,7 +58,7 @@ impl AttachmentStore {
         let tmp = self.dir.join(format!("{}.json.tmp", att.container_id));
         let ctx = || format!("save network attachment {}", path.display());
         let body = serde_json::to_vec(att).expect("attachments serialize");
-        let mut f = fs::File::create(&tmp).io_context(ctx())?;
+        let mut f = crate::store::private_file(&tmp).io_context(ctx())?;
         f.write_all(&body)
             .and_then(|_| f.sync_all())
             .io_context(ctx())?;
@@ -133,6 +133,11 @@ mod tests {
         a.result = Some(serde_json::json!({"ips": []}));
         s.save(&a).unwrap();
         assert_eq!(s.load(&id).unwrap(), Some(a));
+        // Copies of network configs: root's alone.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir.join("networks")), 0o700);
+        assert_eq!(mode(&s.path(id.as_str())), 0o600);
         fs::write(dir.join("networks/not-an-id.json"), "{}").unwrap();
         assert_eq!(s.ids().unwrap(), std::slice::from_ref(&id));
         assert!(s.exists(&id));

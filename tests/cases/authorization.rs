@@ -272,3 +272,25 @@ async fn unprivileged_callers_may_read_but_not_manage() {
     assert!(out.contains("ready"));
     m.remove(&id).await.unwrap();
 }
+
+/// Checkpoints and attachments carry annotations and copies of network
+/// configs: root's alone (0600 files in 0700 directories).
+#[tokio::test(flavor = "multi_thread")]
+async fn state_files_are_root_only() {
+    let (m, _) = manager().await;
+    let id = create_started(&m, "private", CreateOptions::default()).await;
+    let checkpoint = format!("/var/lib/podscope/sandboxes/{id}/checkpoint");
+    for (path, want) in [
+        ("/var/lib/podscope".to_owned(), "700"),
+        ("/var/lib/podscope/sandboxes".to_owned(), "700"),
+        (format!("/var/lib/podscope/sandboxes/{id}"), "700"),
+        (checkpoint.clone(), "600"),
+        ("/var/lib/podscope/networks".to_owned(), "700"),
+        (attachment_path(&id), "600"),
+    ] {
+        assert_eq!(sh(&format!("stat -c %a {path}")).trim(), want, "{path}");
+    }
+    let (rc, _, err) = as_nobody(&format!("cat {checkpoint}"));
+    assert_ne!(rc, 0, "nobody reads a checkpoint: {err}");
+    m.remove(&id).await.unwrap();
+}
