@@ -218,10 +218,10 @@ pub fn plugin_error_message(
     if let Ok(Value::Object(e)) = serde_json::from_slice::<Value>(stdout) {
         if let Some(code) = e.get("code").and_then(Value::as_u64) {
             let msg = e.get("msg").and_then(Value::as_str).unwrap_or("");
-            let mut s = format!("CNI error code {code}: {msg}");
+            let mut s = format!("CNI error code {code}: {}", bounded(msg));
             if let Some(d) = e.get("details").and_then(Value::as_str) {
                 if !d.is_empty() {
-                    s.push_str(&format!(" ({d})"));
+                    s.push_str(&format!(" ({})", bounded(d)));
                 }
             }
             return s;
@@ -240,6 +240,22 @@ pub fn plugin_error_message(
     } else {
         format!("{how}, no CNI error printed; output: {said}")
     }
+}
+
+/// The most of a plugin's `msg` or `details` kept (word for word up to
+/// there): the message goes into the checkpoint, Status and the caller's
+/// error, and a plugin may print megabytes.
+pub const PLUGIN_TEXT_MAX: usize = 4096;
+
+fn bounded(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.len() <= PLUGIN_TEXT_MAX {
+        return s.into();
+    }
+    let mut end = PLUGIN_TEXT_MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes)", &s[..end], s.len() - end).into()
 }
 
 fn excerpt(s: &str) -> String {
@@ -324,6 +340,22 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "failer: CNI error code 11: no IP addresses available in range set (10.1.0.0/30 is full)"
+        );
+        // A plugin that says megabytes: its words are kept up to a bound.
+        let big = script(
+            &d,
+            "talker",
+            r#"cat >/dev/null; printf '{"cniVersion":"1.0.0","code":11,"msg":"%s"}' "$(head -c 3000000 /dev/zero | tr '\0' x)"; exit 1"#,
+        );
+        let e = run(&big, &inv(Command::Add, 5000), b"{}")
+            .await
+            .unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.len() < PLUGIN_TEXT_MAX + 100, "{} bytes", msg.len());
+        assert!(
+            msg.ends_with(&format!("… ({} more bytes)", 3_000_000 - PLUGIN_TEXT_MAX)),
+            "{}",
+            &msg[msg.len() - 40..]
         );
         let _ = std::fs::remove_dir_all(d);
     }

@@ -31,6 +31,9 @@ const HOSTNAME_MAX: usize = 64;
 const PATH_MAX: usize = 4096;
 /// Kubernetes' limit on the total size of a pod's annotations.
 pub const ANNOTATIONS_TOTAL_MAX: usize = 256 * 1024;
+/// How many annotations a pod may carry (tiny ones fit 256 KiB by the
+/// ten thousand; each costs a map entry in every copy of the record).
+pub const ANNOTATIONS_MAX: usize = 1024;
 
 /// Whether the pod gets its own network namespace or shares the host's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -294,6 +297,15 @@ fn validate_labels(labels: &BTreeMap<String, String>) -> Result<()> {
 /// Keys as label keys; values are free text (JSON with newlines is common)
 /// but for NUL, which no D-Bus string can hold.
 fn validate_annotations(annotations: &BTreeMap<String, String>) -> Result<()> {
+    if annotations.len() > ANNOTATIONS_MAX {
+        return Err(Error::invalid(
+            "annotations",
+            format!(
+                "{} annotations, more than {ANNOTATIONS_MAX}",
+                annotations.len()
+            ),
+        ));
+    }
     let mut total = 0usize;
     for (k, v) in annotations {
         validate_text("annotations", "key ", k, KEY_MAX)?;
@@ -403,6 +415,16 @@ mod tests {
         let mut c = valid();
         c.annotations.insert("big".into(), "x".repeat(300 * 1024));
         assert_eq!(field_of(&c), "annotations");
+
+        // Tiny ones fit the byte limit by the ten thousand; the count is
+        // bounded too.
+        let mut c = valid();
+        c.annotations = (0..=ANNOTATIONS_MAX)
+            .map(|i| (format!("a{i}"), String::new()))
+            .collect();
+        assert_eq!(field_of(&c), "annotations");
+        c.annotations.pop_first();
+        assert!(c.validate().is_ok());
 
         let mut c = valid();
         c.runtime_handler = "has space".into();

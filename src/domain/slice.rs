@@ -11,19 +11,30 @@ use crate::error::{Error, Result};
 const FIELD: &str = "cgroup_parent";
 /// systemd's limit on unit names.
 const UNIT_NAME_MAX: usize = 255;
+/// The longest `cgroup_parent` taken (a path; kubelet's are far shorter).
+pub const CGROUP_PARENT_MAX: usize = 4096;
 
 /// The slice for a pod; `default_slice` when no parent is given.
 pub fn slice_for_cgroup_parent(parent: &str, default_slice: &str) -> Result<String> {
     if parent.is_empty() {
         return Ok(default_slice.to_owned());
     }
+    if parent.len() > CGROUP_PARENT_MAX {
+        return Err(Error::invalid(
+            FIELD,
+            format!("{} bytes, more than {CGROUP_PARENT_MAX}", parent.len()),
+        ));
+    }
     if parent.contains('\0') || parent.chars().any(char::is_control) {
         return Err(Error::invalid(FIELD, "contains control characters"));
     }
     let last = parent.rsplit('/').find(|c| !c.is_empty()).unwrap_or("");
     if last.ends_with(".slice") {
-        // A slice name, or a path of slices whose last one is the parent.
-        validate_slice_name(last)?;
+        // A slice name, or a path of slices whose last one is the parent:
+        // every component must then be a slice name too.
+        for c in parent.split('/').filter(|c| !c.is_empty()) {
+            validate_slice_name(c)?;
+        }
         return Ok(last.to_owned());
     }
     if !parent.starts_with('/') {
@@ -174,6 +185,10 @@ mod tests {
             "a-.slice",
             "bad$name.slice",
             "/x\n",
+            // Slice form: every component is a slice name.
+            "../kubepods.slice",
+            "/a b/kubepods.slice",
+            "/kubepods/kubepods-besteffort.slice",
         ] {
             let e = slice_for_cgroup_parent(bad, D).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{bad:?}");
@@ -181,6 +196,13 @@ mod tests {
         }
         let long = format!("/{}", "a".repeat(300));
         assert!(slice_for_cgroup_parent(&long, D).is_err());
+        let huge = format!("{}/kubepods.slice", "/x.slice".repeat(1 << 19));
+        let e = slice_for_cgroup_parent(&huge, D).unwrap_err();
+        assert!(e.to_string().contains("more than 4096"), "{e}");
+        assert_eq!(
+            slice_for_cgroup_parent("/kubepods.slice/kubepods-besteffort.slice", D).unwrap(),
+            "kubepods-besteffort.slice"
+        );
     }
 
     #[test]
