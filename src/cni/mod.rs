@@ -43,6 +43,25 @@ type Loaded = std::result::Result<Arc<NetworkConfigList>, NotReady>;
 pub struct Cni {
     pub settings: CniSettings,
     loaded: Mutex<Option<(Fingerprint, Loaded)>>,
+    /// The last STATUS run: for which loaded network, when, and what it
+    /// said. Held across a run, so callers queue behind one run and read
+    /// its result instead of starting their own.
+    status: tokio::sync::Mutex<Option<StatusRun>>,
+    /// `STATUS_TTL`; tests that flip a plugin's answer set 0.
+    pub(crate) status_ttl: Duration,
+}
+
+/// How long a STATUS answer stands. RuntimeStatus is open to every local
+/// user and kubelet asks every few seconds: without this, each call would
+/// start one process per plugin.
+pub const STATUS_TTL: Duration = Duration::from_secs(3);
+
+struct StatusRun {
+    /// The network it ran for (a new one, when the conf dir changed, is
+    /// asked afresh).
+    list: Arc<NetworkConfigList>,
+    at: std::time::Instant,
+    result: std::result::Result<(), String>,
 }
 
 /// What ADD did, for the caller's records and timing logs.
@@ -130,6 +149,8 @@ impl Cni {
         Cni {
             settings,
             loaded: Mutex::new(None),
+            status: tokio::sync::Mutex::new(None),
+            status_ttl: STATUS_TTL,
         }
     }
 
@@ -156,11 +177,24 @@ impl Cni {
     }
 
     /// NetworkReady: the config and its plugins are usable, and for 1.1.0
-    /// configs every plugin answers STATUS.
+    /// configs every plugin answers STATUS: at most one run at a time, its
+    /// answer kept for `STATUS_TTL` or until the config changes.
     pub async fn readiness(&self) -> std::result::Result<Arc<NetworkConfigList>, NotReady> {
         let list = self.network()?;
         if list.supports_status_and_gc() {
-            if let Err(e) = self.status(&list).await {
+            let mut last = self.status.lock().await;
+            let fresh = last
+                .as_ref()
+                .is_some_and(|r| Arc::ptr_eq(&r.list, &list) && r.at.elapsed() < self.status_ttl);
+            if !fresh {
+                let result = self.status(&list).await.map_err(|e| e.to_string());
+                *last = Some(StatusRun {
+                    list: list.clone(),
+                    at: std::time::Instant::now(),
+                    result,
+                });
+            }
+            if let Some(StatusRun { result: Err(e), .. }) = last.as_ref() {
                 return Err(NotReady {
                     reason: "NetworkPluginNotReady",
                     message: format!("network {:?}: STATUS: {e}", list.name),
@@ -561,6 +595,8 @@ mod tests {
             "first",
             r#"[ "$CNI_COMMAND" = STATUS ] && [ -e "$(dirname "$0")/../down" ] && { echo '{"code":50,"msg":"plugin down"}'; exit 1; }; exit 0"#,
         );
+        let mut f = f;
+        f.cni.status_ttl = Duration::ZERO;
         assert!(f.cni.readiness().await.is_ok());
         std::fs::write(f.root.join("down"), "").unwrap();
         let nr = f.cni.readiness().await.unwrap_err();
@@ -587,6 +623,33 @@ mod tests {
             !f.cni.gc(&old, &[]).await.unwrap(),
             "1.0.0 configs have no GC"
         );
+    }
+
+    /// RuntimeStatus is open to every user: a flood of readiness checks
+    /// runs STATUS once, and again only when its answer is old or the
+    /// config changed.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_flood_of_readiness_checks_runs_status_once() {
+        let f = Fixture::new("status-flood");
+        let conf = |name: &str| {
+            format!(r#"{{"cniVersion":"1.1.0","name":"{name}","plugins":[{{"type":"first"}}]}}"#)
+        };
+        f.conf("10-net.conflist", &conf("net"));
+        f.plugin("first", "sleep 0.2; exit 0");
+        let statuses = || {
+            f.log_lines()
+                .iter()
+                .filter(|l| l.starts_with("first STATUS"))
+                .count()
+        };
+        let flood = futures_util::future::join_all((0..40).map(|_| f.cni.readiness())).await;
+        assert!(flood.iter().all(|r| r.is_ok()));
+        assert_eq!(statuses(), 1, "one run for 40 concurrent checks");
+        assert!(f.cni.readiness().await.is_ok());
+        assert_eq!(statuses(), 1, "answered from the last run");
+        f.conf("10-net.conflist", &conf("net2"));
+        assert_eq!(f.cni.readiness().await.unwrap().name, "net2");
+        assert_eq!(statuses(), 2, "a changed config is asked afresh");
     }
 
     #[tokio::test]

@@ -934,3 +934,40 @@ async fn a_del_owed_at_restart_runs_in_the_namespace() {
     })
     .await;
 }
+
+/// RuntimeStatus is open to every local user, and asks 1.1.0 plugins for
+/// STATUS: a flood of calls from `nobody` runs them once, not once a call.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runtime_status_flood_runs_status_once() {
+    let log = fresh_fixture_log("flood");
+    let dir = cni_conf_dir(
+        "flood",
+        &[(
+            "10-flood.conflist",
+            fixture_conflist("1.1.0", "flood-net", "ok", "10.96.9.2/24", &log),
+        )],
+    );
+    with_config(&cni_config(&dir, 5000), || async {
+        let (m, _) = manager().await;
+        let statuses = || {
+            fixture_calls("flood")
+                .iter()
+                .filter(|c| c.starts_with("STATUS "))
+                .count()
+        };
+        // The daemon's own start may have asked once; the STATUS answer
+        // stands for a few seconds from then.
+        let before = statuses();
+        let calls = "busctl --system call org.podscope.Sandbox1 /org/podscope/Sandbox1 \
+                     org.podscope.Sandbox1.Manager RuntimeStatus >/dev/null";
+        let (rc, out, err) = as_nobody(&format!(
+            "bash -c 'for i in $(seq 40); do {calls} & done; wait'"
+        ));
+        assert_eq!(rc, 0, "{out}{err}");
+        let ran = statuses() - before;
+        assert!(ran <= 2, "{ran} STATUS runs for 40 calls");
+        let (conds, _, _) = m.runtime_status().await.unwrap();
+        assert!(network_ready(&conds).0);
+    })
+    .await;
+}
