@@ -12,11 +12,15 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tracing::warn;
 
 /// Plugins (bridge, portmap) run iptables and ip; they get a plain PATH.
 const PLUGIN_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// No plugin's answer is this big; more is garbage and is cut off.
 const OUTPUT_MAX: u64 = 4 << 20;
+/// How long the output of an exited plugin may take to end (a process it
+/// left behind holds the pipes) before its process group is killed.
+const GRACE_MS: u64 = 200;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Command {
@@ -164,19 +168,35 @@ pub async fn run(bin: &Path, inv: &Invocation<'_>, stdin: &[u8]) -> Result<Outpu
         }
     };
     feed.abort();
-    // The plugin has exited; a grandchild it left behind may still hold the
-    // pipes open, so reading what is there is bounded too.
-    let grace = Duration::from_millis(500);
-    let stdout = tokio::time::timeout(grace, read_out)
-        .await
-        .ok()
-        .and_then(|r| r.ok())
-        .unwrap_or_default();
-    let stderr = tokio::time::timeout(grace, read_err)
-        .await
-        .ok()
-        .and_then(|r| r.ok())
-        .unwrap_or_default();
+    // The plugin has exited. A process it left behind (in its group) may
+    // still hold the pipes open: after a grace period the group is killed,
+    // which closes them, so what the plugin printed is still read and no
+    // reader task or pipe outlives the run.
+    let (mut read_out, mut read_err) = (read_out, read_err);
+    let grace = Duration::from_millis(GRACE_MS);
+    let mut drained =
+        tokio::time::timeout(grace, async { tokio::join!(&mut read_out, &mut read_err) }).await;
+    if drained.is_err() {
+        warn!(plugin = %name, "{name}: {} left processes holding its output; killing its process group", inv.command.as_str());
+        if pid > 0 {
+            // SAFETY: as above, the plugin's own process group.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+        drained =
+            tokio::time::timeout(grace, async { tokio::join!(&mut read_out, &mut read_err) }).await;
+    }
+    let (stdout, stderr) = match drained {
+        Ok((o, e)) => (o.unwrap_or_default(), e.unwrap_or_default()),
+        // Held by something outside the group (it made its own session):
+        // give up on the output rather than leak the readers.
+        Err(_) => {
+            read_out.abort();
+            read_err.abort();
+            (Vec::new(), Vec::new())
+        }
+    };
     let elapsed = t0.elapsed();
     if !status.success() {
         return Err(fail(plugin_error_message(&status, &stdout, &stderr)));
@@ -357,6 +377,54 @@ mod tests {
             "{}",
             &msg[msg.len() - 40..]
         );
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    /// A plugin that leaves a child holding its stdout: what it printed is
+    /// still read, and the child is killed with its process group instead
+    /// of keeping a reader task and two pipes alive.
+    #[tokio::test]
+    async fn a_child_left_holding_the_pipes_is_killed_and_the_output_kept() {
+        let d = dir("leftover");
+        let pidfile = d.join("sleeper.pid");
+        let p = script(
+            &d,
+            "leaver",
+            &format!(
+                r#"cat >/dev/null; sleep 300 & echo $! > {}; echo '{{"cniVersion":"1.0.0"}}'; exit 0"#,
+                pidfile.display()
+            ),
+        );
+        let out = run(&p, &inv(Command::Add, 5000), b"{}").await.unwrap();
+        assert_eq!(
+            out.value,
+            Some(serde_json::json!({"cniVersion": "1.0.0"})),
+            "the plugin's own output"
+        );
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // Killed: gone, or a zombie until its new parent reaps it.
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| {
+                    !s.rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+                })
+                .unwrap_or(false)
+        };
+        for _ in 0..100 {
+            if !alive() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!alive(), "the sleeper the plugin left is killed");
         let _ = std::fs::remove_dir_all(d);
     }
 
