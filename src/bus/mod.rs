@@ -16,6 +16,7 @@ use crate::domain::Resources;
 use crate::domain::{SandboxId, State};
 use crate::error::{Error, Result};
 use crate::lifecycle::{Event, Exit, Lifecycle};
+use crate::registry::Entry;
 use crate::settings::Settings;
 use crate::store::Store;
 use crate::systemd::Systemd;
@@ -128,20 +129,21 @@ impl Service {
         }
     }
 
-    /// polkit check for `verb` on the sandbox `id` (as the caller wrote it;
-    /// an unknown id is checked all the same, the lookup fails afterwards).
-    /// Rules see the details (`polkit_details`), so a site may grant a
-    /// group one namespace only.
-    async fn authorize(&self, hdr: &Header<'_>, verb: &str, id: &str) -> Result<()> {
+    /// Resolve `id` (a prefix is checked and looked up here, once), then the
+    /// polkit check for `verb` on that sandbox, whose full id the rules see
+    /// with its namespace and name (`polkit_details`), so a site may grant a
+    /// group one namespace only. The operation then acts on the entry
+    /// resolved here. A malformed or unknown id fails before polkit is
+    /// asked: reading is open to everyone, so that says nothing new.
+    async fn authorize(&self, hdr: &Header<'_>, verb: &str, id: &str) -> Result<Arc<Entry>> {
+        let entry = self.lifecycle.resolve(id)?;
+        let full = entry.id.to_string();
         self.auth
-            .check(hdr, verb, || match self.lifecycle.resolve(id) {
-                Ok(e) => {
-                    e.with(|sb| polkit_details(verb, &sb.config.namespace, &sb.config.name, id))
-                }
-                // Unknown: no pod to name; the lookup fails after.
-                Err(_) => polkit_details(verb, "", "", id),
+            .check(hdr, verb, || {
+                entry.with(|sb| polkit_details(verb, &sb.config.namespace, &sb.config.name, &full))
             })
-            .await
+            .await?;
+        Ok(entry)
     }
 
     pub async fn create(
@@ -150,13 +152,16 @@ impl Service {
         meta: PodMetadata,
         options: Dict,
     ) -> Result<(String, OwnedObjectPath), BusError> {
-        self.auth
-            .check(hdr, "Create", || {
-                polkit_details("Create", &meta.namespace, &meta.name, "")
-            })
-            .await?;
+        // Validate, then authorize: polkit is asked only about a pod that
+        // could be made.
         let options: CreateOptions = api::from_dict(None, &options)?;
         let config = options.into_config(meta);
+        config.validate()?;
+        self.auth
+            .check(hdr, "Create", || {
+                polkit_details("Create", &config.namespace, &config.name, "")
+            })
+            .await?;
         let this = self.clone();
         let out = self
             .detached(async move {
@@ -178,26 +183,26 @@ impl Service {
     }
 
     pub async fn start(self: &Arc<Self>, hdr: &Header<'_>, id: &str) -> Result<(), BusError> {
-        self.authorize(hdr, "Start", id).await?;
-        let (this, id) = (self.clone(), id.to_owned());
-        self.detached(async move { this.lifecycle.start(&id).await.map(drop) })
+        let entry = self.authorize(hdr, "Start", id).await?;
+        let this = self.clone();
+        self.detached(async move { this.lifecycle.start(&entry).await.map(drop) })
             .await?;
         Ok(())
     }
 
     pub async fn stop(self: &Arc<Self>, hdr: &Header<'_>, id: &str) -> Result<(), BusError> {
-        self.authorize(hdr, "Stop", id).await?;
-        let (this, id) = (self.clone(), id.to_owned());
-        self.detached(async move { this.lifecycle.stop(&id).await.map(drop) })
+        let entry = self.authorize(hdr, "Stop", id).await?;
+        let this = self.clone();
+        self.detached(async move { this.lifecycle.stop(&entry).await.map(drop) })
             .await?;
         Ok(())
     }
 
     pub async fn remove(self: &Arc<Self>, hdr: &Header<'_>, id: &str) -> Result<(), BusError> {
-        self.authorize(hdr, "Remove", id).await?;
-        let (this, id) = (self.clone(), id.to_owned());
+        let entry = self.authorize(hdr, "Remove", id).await?;
+        let this = self.clone();
         self.detached(async move {
-            let id = this.lifecycle.remove(&id).await?;
+            let id = this.lifecycle.remove(&entry).await?;
             let path = sandbox_path(&id);
             if let Err(e) = this
                 .conn
@@ -241,11 +246,11 @@ impl Service {
         id: &str,
         resources: Resources,
     ) -> Result<(), BusError> {
-        self.authorize(hdr, "UpdateResources", id).await?;
-        let (this, id) = (self.clone(), id.to_owned());
+        let entry = self.authorize(hdr, "UpdateResources", id).await?;
+        let this = self.clone();
         self.detached(async move {
             this.lifecycle
-                .update_resources(&id, resources)
+                .update_resources(&entry, resources)
                 .await
                 .map(drop)
         })

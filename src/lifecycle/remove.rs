@@ -4,14 +4,13 @@ use super::*;
 
 impl<S: SystemdClient> Lifecycle<S> {
     /// Stop if needed, then delete all state. Unknown ids are NotFound.
-    pub async fn remove(&self, id: &str) -> Result<SandboxId> {
-        let entry = self.resolve(id)?;
+    pub async fn remove(&self, entry: &Arc<Entry>) -> Result<SandboxId> {
         let _op = entry.op.lock().await;
         if entry.is_removed() {
-            return Err(Error::not_found(format!("no sandbox with id {id}")));
+            return Err(Error::not_found(format!("no sandbox with id {}", entry.id)));
         }
         let id = entry.id.clone();
-        match self.stop_locked(&entry, "").await {
+        match self.stop_locked(entry, "").await {
             Ok(()) => {}
             // Plugins missing or failing must not make a pod unremovable:
             // the attachment stays on disk (with the error) and its DEL is

@@ -5,11 +5,10 @@ use super::*;
 
 impl<S: SystemdClient> Lifecycle<S> {
     /// Spawn the init and put it in a new transient scope: Ready.
-    pub async fn start(&self, id: &str) -> Result<Arc<Entry>> {
-        let entry = self.resolve(id)?;
+    pub async fn start(&self, entry: &Arc<Entry>) -> Result<Arc<Entry>> {
         let _op = entry.op.lock().await;
         if entry.is_removed() {
-            return Err(Error::not_found(format!("no sandbox with id {id}")));
+            return Err(Error::not_found(format!("no sandbox with id {}", entry.id)));
         }
         let sb = entry.snapshot();
         let ctx = |step: &str| format!("sandbox {}: start: {step}", sb.id);
@@ -28,9 +27,9 @@ impl<S: SystemdClient> Lifecycle<S> {
             Ok((next, mut timings)) => {
                 let unit = next.unit();
                 let pid = next.init_pid;
-                if let Err(e) = self.persist(&entry, next) {
+                if let Err(e) = self.persist(entry, next) {
                     let e = e.context(ctx("save checkpoint"));
-                    self.fail_start(&entry, &e).await;
+                    self.fail_start(entry, &e).await;
                     return Err(e);
                 }
                 timings.total = laps.total();
@@ -39,7 +38,7 @@ impl<S: SystemdClient> Lifecycle<S> {
                 Ok(entry.clone())
             }
             Err(e) => {
-                self.fail_start(&entry, &e).await;
+                self.fail_start(entry, &e).await;
                 Err(e)
             }
         }

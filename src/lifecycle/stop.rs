@@ -4,13 +4,12 @@ use super::*;
 
 impl<S: SystemdClient> Lifecycle<S> {
     /// Stop the scope: NotReady. Idempotent.
-    pub async fn stop(&self, id: &str) -> Result<Arc<Entry>> {
-        let entry = self.resolve(id)?;
+    pub async fn stop(&self, entry: &Arc<Entry>) -> Result<Arc<Entry>> {
         let _op = entry.op.lock().await;
         if entry.is_removed() {
-            return Err(Error::not_found(format!("no sandbox with id {id}")));
+            return Err(Error::not_found(format!("no sandbox with id {}", entry.id)));
         }
-        self.stop_locked(&entry, "").await?;
+        self.stop_locked(entry, "").await?;
         Ok(entry.clone())
     }
 

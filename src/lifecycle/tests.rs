@@ -129,6 +129,12 @@ struct Rig {
     events: mpsc::UnboundedReceiver<Event>,
 }
 
+impl Rig {
+    fn entry(&self, sb: &Sandbox) -> Arc<Entry> {
+        self.lc.resolve(sb.id.as_str()).unwrap()
+    }
+}
+
 impl Drop for Rig {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -286,14 +292,14 @@ async fn stop_records_not_ready_and_a_failed_scope_stop_changes_nothing() {
     // systemd refuses: the pod is still ready, in memory and on disk.
     r.systemd
         .fail(&format!("stop {scope}"), ErrorKind::SystemdFailed, 1);
-    let e = r.lc.stop(sb.id.as_str()).await.unwrap_err();
+    let e = r.lc.stop(&r.entry(&sb)).await.unwrap_err();
     assert!(e.to_string().contains("stop scope"), "{e}");
     assert_eq!(r.lc.get(&sb.id).unwrap().with(|s| s.state), State::Ready);
     assert_eq!(r.store.recover().unwrap().sandboxes[0].state, State::Ready);
     // A scope that does not stop in time is killed, then stopped.
     r.systemd
         .fail(&format!("stop {scope}"), ErrorKind::Timeout, 1);
-    r.lc.stop(sb.id.as_str()).await.unwrap();
+    r.lc.stop(&r.entry(&sb)).await.unwrap();
     let calls = r.systemd.calls();
     let tail: Vec<&str> = calls
         .iter()
@@ -323,7 +329,7 @@ async fn stop_records_not_ready_and_a_failed_scope_stop_changes_nothing() {
     assert!(matches!(r.events.try_recv(), Ok(Event::Changed(id)) if id == sb.id));
     // Idempotent: nothing more is asked of systemd.
     let n = r.systemd.calls().len();
-    r.lc.stop(sb.id.as_str()).await.unwrap();
+    r.lc.stop(&r.entry(&sb)).await.unwrap();
     assert_eq!(r.systemd.calls().len(), n);
 }
 
@@ -335,7 +341,7 @@ async fn update_resources_applies_live_and_keeps_the_record_when_systemd_refuses
         memory_limit_in_bytes: 64 << 20,
         ..Default::default()
     };
-    r.lc.update_resources(sb.id.as_str(), res).await.unwrap();
+    r.lc.update_resources(&r.entry(&sb), res).await.unwrap();
     let set = r.systemd.calls().pop().unwrap();
     assert!(set.starts_with(&format!("set {} ", sb.unit())), "{set}");
     assert!(set.contains("MemoryMax"), "{set}");
@@ -343,10 +349,7 @@ async fn update_resources_applies_live_and_keeps_the_record_when_systemd_refuses
     assert_eq!(recorded(&r), res);
     r.systemd.fail("set ", ErrorKind::SystemdFailed, 1);
     res.memory_limit_in_bytes = 128 << 20;
-    let e =
-        r.lc.update_resources(sb.id.as_str(), res)
-            .await
-            .unwrap_err();
+    let e = r.lc.update_resources(&r.entry(&sb), res).await.unwrap_err();
     assert!(e.to_string().contains("update resources"), "{e}");
     assert_eq!(recorded(&r).memory_limit_in_bytes, 64 << 20);
 }
@@ -441,7 +444,7 @@ async fn a_removed_sandbox_is_never_written_back() {
     let r = rig("removed");
     let sb = recovered(&r, NetworkMode::Host, State::Created).await;
     let entry = r.lc.get(&sb.id).unwrap();
-    r.lc.remove(sb.id.as_str()).await.unwrap();
+    r.lc.remove(&r.entry(&sb)).await.unwrap();
     // A step that finishes after the Remove (a reconciliation's DEL) saves
     // what it holds: nothing may come back.
     let mut late = sb.clone();

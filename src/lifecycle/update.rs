@@ -5,12 +5,15 @@ use super::*;
 impl<S: SystemdClient> Lifecycle<S> {
     /// New pod-level resources: applied to a ready pod's scope at once
     /// (SetUnitProperties), kept for Start in a created one, and recorded.
-    pub async fn update_resources(&self, id: &str, resources: Resources) -> Result<Arc<Entry>> {
+    pub async fn update_resources(
+        &self,
+        entry: &Arc<Entry>,
+        resources: Resources,
+    ) -> Result<Arc<Entry>> {
         resources.validate("resources")?;
-        let entry = self.resolve(id)?;
         let _op = entry.op.lock().await;
         if entry.is_removed() {
-            return Err(Error::not_found(format!("no sandbox with id {id}")));
+            return Err(Error::not_found(format!("no sandbox with id {}", entry.id)));
         }
         let sb = entry.snapshot();
         if sb.state == State::NotReady {
@@ -33,7 +36,7 @@ impl<S: SystemdClient> Lifecycle<S> {
         }
         let mut next = sb.clone();
         next.config.resources = resources;
-        self.persist(&entry, next)
+        self.persist(entry, next)
             .with_context(|| format!("sandbox {}: update resources: save checkpoint", sb.id))?;
         info!(sandbox_id = %sb.id, "sandbox {}: resources updated", sb.id);
         self.emit(Event::Changed(sb.id.clone()));

@@ -165,7 +165,7 @@ async fn polkit_rules_see_which_pod_a_call_is_about() {
         r#"polkit.addRule(function(action, subject) {
     if (action.id == "org.podscope.Sandbox1.manage" && subject.user == "nobody" &&
         action.lookup("sandbox").indexOf("polkit-ns/") == 0 &&
-        (action.lookup("verb") == "Create" || action.lookup("sandbox_id") != "")) {
+        (action.lookup("verb") == "Create" || action.lookup("sandbox_id").length == 64)) {
         return polkit.Result.YES;
     }
 });
@@ -192,7 +192,14 @@ async fn polkit_rules_see_which_pod_a_call_is_about() {
     assert_ne!(rc, 0, "nobody created a pod in namespace polkit-ns/x");
     assert!(err.contains("not authorized"), "{err}");
 
-    // Stop and Remove name the pod by id; the daemon tells polkit which pod.
+    // Bad input is named before polkit is asked (validate, then authorize).
+    let (rc, _, err) =
+        as_nobody("podscopectl create other --namespace default --hostname 'not valid!'");
+    assert_ne!(rc, 0);
+    assert!(err.contains("hostname: "), "{err}");
+
+    // Stop and Remove name the pod by id, or a prefix of it; the daemon
+    // resolves it once and tells polkit which pod, by its full id.
     let (rc, _, err) = as_nobody(&format!("podscopectl stop {}", &id[..12]));
     assert_eq!(rc, 0, "stop in polkit-ns: {err}");
     let (rc, _, err) = as_nobody(&format!("podscopectl rm {id}"));
