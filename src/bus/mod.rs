@@ -139,7 +139,7 @@ impl Service {
         let entry = self.lifecycle.resolve(id)?;
         let full = entry.id.to_string();
         self.auth
-            .check(hdr, verb, || {
+            .check(hdr, polkit::ACTION_MANAGE, verb, || {
                 entry.with(|sb| polkit_details(verb, &sb.config.namespace, &sb.config.name, &full))
             })
             .await?;
@@ -157,9 +157,20 @@ impl Service {
         let options: CreateOptions = api::from_dict(None, &options)?;
         let config = options.into_config(meta);
         config.validate()?;
+        // Host namespaces, host ports or a chosen cgroup parent need the
+        // privileged action: a rule granting one namespace's pods does not
+        // grant those.
+        let privileges = config.privileges();
+        let action = if privileges.is_empty() {
+            polkit::ACTION_MANAGE
+        } else {
+            polkit::ACTION_MANAGE_PRIVILEGED
+        };
         self.auth
-            .check(hdr, "Create", || {
-                polkit_details("Create", &config.namespace, &config.name, "")
+            .check(hdr, action, "Create", || {
+                let mut d = polkit_details("Create", &config.namespace, &config.name, "");
+                d.push(("privileges", privileges.join(", ")));
+                d
             })
             .await?;
         let this = self.clone();

@@ -1,5 +1,7 @@
 //! Authorization of mutating calls: root is always allowed; anyone else
-//! needs polkit's `org.podscope.Sandbox1.manage`. Reading is open to all.
+//! needs polkit's `org.podscope.Sandbox1.manage`, and for a Create with
+//! host access `org.podscope.Sandbox1.manage-privileged`. Reading is open
+//! to all.
 
 use crate::error::{Error, Result};
 use enumflags2::BitFlags;
@@ -10,6 +12,9 @@ use zbus::Connection;
 use zbus_polkit::policykit1::{AuthorityProxy, CheckAuthorizationFlags, Subject};
 
 pub const ACTION_MANAGE: &str = "org.podscope.Sandbox1.manage";
+/// A Create that reaches past the pod: host namespaces, host ports, its
+/// own cgroup parent (`SandboxConfig::privileges`).
+pub const ACTION_MANAGE_PRIVILEGED: &str = "org.podscope.Sandbox1.manage-privileged";
 
 pub struct Authorizer {
     conn: Connection,
@@ -46,6 +51,7 @@ impl Authorizer {
     pub async fn check(
         &self,
         header: &Header<'_>,
+        action: &'static str,
         verb: &str,
         details: impl FnOnce() -> Vec<(&'static str, String)>,
     ) -> Result<()> {
@@ -73,7 +79,7 @@ impl Authorizer {
         }
         let details: HashMap<&str, &str> = details.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let result = authority
-            .check_authorization(&subject, ACTION_MANAGE, &details, flags, "")
+            .check_authorization(&subject, action, &details, flags, "")
             .await
             .map_err(|e| deny(format!("polkit is unavailable: {e}")))?;
         if result.is_authorized {
@@ -81,12 +87,14 @@ impl Authorizer {
         } else if result.is_challenge && interactive {
             // polkit found no agent to ask, or the user dismissed it.
             Err(deny(format!(
-                "{ACTION_MANAGE} requires authentication and no authentication agent completed it"
+                "{action} requires authentication and no authentication agent completed it"
             )))
         } else if result.is_challenge {
-            Err(deny(format!("{ACTION_MANAGE} requires authentication (call with interactive authorization allowed)")))
+            Err(deny(format!(
+                "{action} requires authentication (call with interactive authorization allowed)"
+            )))
         } else {
-            Err(deny(format!("not authorized for {ACTION_MANAGE}")))
+            Err(deny(format!("not authorized for {action}")))
         }
     }
 }

@@ -141,6 +141,34 @@ impl SandboxConfig {
         }
     }
 
+    /// What this pod would take from the host beyond a pod of its own: host
+    /// network, IPC or PID namespace, published host ports, a cgroup parent
+    /// of its choosing. Empty for a plain pod. Non-root callers need
+    /// polkit's privileged action for any of these.
+    pub fn privileges(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if self.network == NetworkMode::Host {
+            p.push("host network".to_owned());
+        }
+        if self.ipc_namespace == NamespaceMode::Node {
+            p.push("host IPC".to_owned());
+        }
+        if self.pid_namespace == NamespaceMode::Node {
+            p.push("host PID".to_owned());
+        }
+        for pm in self.port_mappings.iter().filter(|pm| pm.host_port > 0) {
+            p.push(format!(
+                "host port {}/{}",
+                pm.host_port,
+                pm.protocol.as_str()
+            ));
+        }
+        if !self.cgroup_parent.is_empty() {
+            p.push(format!("cgroup parent {}", self.cgroup_parent));
+        }
+        p
+    }
+
     /// Validate every field; the error names the first bad one.
     pub fn validate(&self) -> Result<()> {
         validate_metadata("name", &self.name)?;
@@ -433,6 +461,38 @@ mod tests {
         let mut c = valid();
         c.cgroup_parent = "relative".into();
         assert_eq!(field_of(&c), "cgroup_parent");
+    }
+
+    #[test]
+    fn host_access_is_named_as_privileges() {
+        assert!(valid().privileges().is_empty());
+        let mut c = valid();
+        c.network = NetworkMode::Host;
+        c.ipc_namespace = NamespaceMode::Node;
+        c.pid_namespace = NamespaceMode::Node;
+        c.cgroup_parent = "system.slice".into();
+        c.port_mappings = vec![
+            super::super::PortMapping {
+                host_port: 80,
+                container_port: 8080,
+                ..Default::default()
+            },
+            // Not published: nothing taken from the host.
+            super::super::PortMapping {
+                container_port: 9090,
+                ..Default::default()
+            },
+        ];
+        assert_eq!(
+            c.privileges(),
+            [
+                "host network",
+                "host IPC",
+                "host PID",
+                "host port 80/tcp",
+                "cgroup parent system.slice"
+            ]
+        );
     }
 
     #[test]

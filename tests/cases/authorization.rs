@@ -176,21 +176,40 @@ async fn polkit_rules_see_which_pod_a_call_is_about() {
     let mut created = (1, String::new(), String::new());
     wait_until(Duration::from_secs(15), || {
         created = as_nobody(&format!(
-            "podscopectl create {name} --namespace polkit-ns --host-network --start"
+            "podscopectl create {name} --namespace polkit-ns --start"
         ));
         created.0 == 0
     });
     assert_eq!(created.0, 0, "allowed in polkit-ns: {}", created.2);
     let id = created.1.trim().to_owned();
 
-    let (rc, _, err) = as_nobody("podscopectl create other --namespace default --host-network");
+    let (rc, _, err) = as_nobody("podscopectl create other --namespace default");
     assert_ne!(rc, 0, "nobody created a pod outside polkit-ns");
     assert!(err.contains("not authorized"), "{err}");
     // Namespaces are opaque and may hold '/': "polkit-ns/x" is another
     // namespace, which the escaped "sandbox" detail keeps out of the prefix.
-    let (rc, _, err) = as_nobody("podscopectl create other --namespace polkit-ns/x --host-network");
+    let (rc, _, err) = as_nobody("podscopectl create other --namespace polkit-ns/x");
     assert_ne!(rc, 0, "nobody created a pod in namespace polkit-ns/x");
     assert!(err.contains("not authorized"), "{err}");
+
+    // Host access is another action, which the namespace rule does not
+    // grant: host network, host IPC/PID, a published host port, a chosen
+    // slice. polkit's rules see what it takes.
+    for extra in [
+        "--host-network",
+        "--pid-namespace node",
+        "--port 80:8080",
+        "--cgroup-parent system.slice",
+    ] {
+        let (rc, _, err) = as_nobody(&format!(
+            "podscopectl create priv --namespace polkit-ns {extra}"
+        ));
+        assert_ne!(rc, 0, "nobody created a pod with {extra}");
+        assert!(
+            err.contains("not authorized for org.podscope.Sandbox1.manage-privileged"),
+            "{extra}: {err}"
+        );
+    }
 
     // Bad input is named before polkit is asked (validate, then authorize).
     let (rc, _, err) =
