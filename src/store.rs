@@ -202,9 +202,17 @@ impl Store {
             match result {
                 Ok(sb) => out.sandboxes.push(sb),
                 Err(reason) => {
-                    let moved_to = self.quarantine_dir(&name);
-                    fs::rename(&dir, &moved_to)
-                        .io_context(format!("quarantine {}", dir.display()))?;
+                    // Moved aside when it can be; left in place (and still
+                    // reported) when it cannot: one bad directory never
+                    // stops the daemon from coming up for the others.
+                    let target = self.quarantine_dir(&name);
+                    let (moved_to, reason) = match fs::rename(&dir, &target) {
+                        Ok(()) => (target, reason),
+                        Err(e) => (
+                            dir.clone(),
+                            format!("{reason}; left in place: cannot move it to quarantine: {e}"),
+                        ),
+                    };
                     out.quarantined.push(Quarantined {
                         dir: name,
                         moved_to,
@@ -303,6 +311,26 @@ pub(crate) mod tests {
             assert_eq!(mode(&dir), 0o700, "{}", dir.display());
         }
         assert_eq!(mode(&store.dir_of(&sb.id).join(CHECKPOINT)), 0o600);
+    }
+
+    #[test]
+    fn a_checkpoint_that_cannot_be_moved_aside_is_reported_in_place() {
+        let t = TempDir::new();
+        let store = Store::open(&t.0).unwrap();
+        let good = sample();
+        store.save(&good).unwrap();
+        let bad = sample();
+        store.save(&bad).unwrap();
+        fs::write(store.dir_of(&bad.id).join(CHECKPOINT), b"garbage\n{}").unwrap();
+        // quarantine/ is no directory: the move fails.
+        fs::remove_dir_all(t.0.join("quarantine")).unwrap();
+        fs::write(t.0.join("quarantine"), b"").unwrap();
+        let r = store.recover().unwrap();
+        assert_eq!(r.sandboxes, vec![good]);
+        assert_eq!(r.quarantined.len(), 1);
+        let q = &r.quarantined[0];
+        assert_eq!(q.moved_to, store.dir_of(&bad.id));
+        assert!(q.reason.contains("left in place"), "{}", q.reason);
     }
 
     #[test]

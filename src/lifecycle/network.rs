@@ -233,14 +233,29 @@ impl<S: SystemdClient> Lifecycle<S> {
     /// CNI GC of the current network (1.1.0 configs): every attachment on
     /// disk is valid, including those of ADDs in flight (their file is
     /// written first, and ADDs wait while GC runs).
+    /// GC's valid set: (container id, interface) of every attachment. One
+    /// that cannot be read may still be a live pod's, so then there is no
+    /// valid set and GC must not run (it would release that pod's address).
+    pub(super) fn valid_attachments(&self) -> Result<Vec<(String, String)>> {
+        let mut kept = Vec::new();
+        for id in self.attachments.ids()? {
+            match self.attachments.load(&id) {
+                Ok(Some(a)) => kept.push((a.container_id, a.ifname)),
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(e.context(format!(
+                        "attachment of sandbox {id} unreadable; its addresses must not be released"
+                    )))
+                }
+            }
+        }
+        Ok(kept)
+    }
+
     async fn gc(&self) {
         let _exclusive = self.gc_lock.write().await;
-        let kept: Vec<(String, String)> = match self.attachments.ids() {
-            Ok(ids) => ids
-                .iter()
-                .filter_map(|id| self.attachments.load(id).ok().flatten())
-                .map(|a| (a.container_id, a.ifname))
-                .collect(),
+        let kept = match self.valid_attachments() {
+            Ok(kept) => kept,
             Err(e) => {
                 warn!("CNI GC skipped: {e}");
                 return;

@@ -69,7 +69,11 @@ impl<S: SystemdClient> Lifecycle<S> {
             );
             if plan.mark_not_ready {
                 sb.mark_not_ready("scope ended while podscoped was not running", now_usec());
-                self.store.save(&sb)?;
+                // Not fatal: the next start decides the same from the old
+                // record, and the other pods must be served meanwhile.
+                if let Err(e) = self.store.save(&sb) {
+                    tracing::error!(sandbox_id = %sb.id, "sandbox {}: recording it not ready: {e}", sb.id);
+                }
                 info!(sandbox_id = %sb.id, unit = %unit, "sandbox {}: scope ended while podscoped was down; not ready", sb.id);
             }
             if plan.stop_scope {
@@ -137,10 +141,17 @@ impl<S: SystemdClient> Lifecycle<S> {
                 continue;
             }
             warn!(sandbox_id = %id, unit = %unit, "{unit} has no sandbox record: stopping it");
-            self.recovery_stop(&id, unit).await;
-            stopped.push(unit.clone());
+            stopped.push((id, unit.clone()));
         }
-        stopped
+        // All at once: each may take up to the stop timeout (and a SIGKILL
+        // round), and the daemon is not READY until they are done.
+        futures_util::future::join_all(
+            stopped
+                .iter()
+                .map(|(id, unit)| self.recovery_stop(id, unit)),
+        )
+        .await;
+        stopped.into_iter().map(|(_, unit)| unit).collect()
     }
 
     /// Stop a unit during recovery. A failure is logged, not fatal: the

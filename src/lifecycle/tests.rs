@@ -17,6 +17,9 @@ struct FakeSystemd {
     units: Mutex<HashMap<String, String>>,
     calls: Mutex<Vec<String>>,
     fail: Mutex<Vec<(String, ErrorKind, usize)>>,
+    /// StopUnit calls in flight now, and the most there ever were.
+    stopping: std::sync::atomic::AtomicUsize,
+    most_stopping: std::sync::atomic::AtomicUsize,
 }
 
 impl FakeSystemd {
@@ -93,11 +96,23 @@ impl SystemdClient for Arc<FakeSystemd> {
         std::future::ready(r)
     }
     fn stop_unit(&self, unit: &str, _timeout: Duration) -> impl Future<Output = Result<()>> + Send {
-        let r = self.call(format!("stop {unit}"));
-        if r.is_ok() {
-            self.units.lock().unwrap().remove(unit);
+        use std::sync::atomic::Ordering::SeqCst;
+        let (this, unit) = (self.clone(), unit.to_owned());
+        async move {
+            // A stop takes a while: callers that do not wait for one before
+            // the next show up here as overlapping calls.
+            let now = this.stopping.fetch_add(1, SeqCst) + 1;
+            this.most_stopping.fetch_max(now, SeqCst);
+            for _ in 0..3 {
+                tokio::task::yield_now().await;
+            }
+            this.stopping.fetch_sub(1, SeqCst);
+            let r = this.call(format!("stop {unit}"));
+            if r.is_ok() {
+                this.units.lock().unwrap().remove(&unit);
+            }
+            r
         }
-        std::future::ready(r)
     }
     fn kill_unit(&self, unit: &str, signal: i32) -> impl Future<Output = Result<()>> + Send {
         std::future::ready(self.call(format!("kill {unit} {signal}")))
@@ -452,4 +467,75 @@ async fn a_removed_sandbox_is_never_written_back() {
     r.lc.persist(&entry, late).unwrap();
     assert!(r.store.recover().unwrap().sandboxes.is_empty());
     assert!(r.lc.get(&sb.id).is_none());
+}
+
+#[tokio::test]
+async fn orphans_are_stopped_together_not_one_by_one() {
+    let r = rig("orphans");
+    let orphans: Vec<String> = (0..4)
+        .map(|_| scope_unit_name(&SandboxId::random()))
+        .collect();
+    for u in &orphans {
+        r.systemd.set_active(u);
+    }
+    let report = r.lc.recover().await.unwrap();
+    assert_eq!(report.orphans_stopped.len(), 4);
+    assert!(r.systemd.units.lock().unwrap().is_empty());
+    let most = r
+        .systemd
+        .most_stopping
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert!(most > 1, "the stops overlapped ({most} at most)");
+}
+
+#[tokio::test]
+async fn a_record_that_cannot_be_saved_does_not_stop_recovery() {
+    let r = rig("save-fails");
+    let dead = sandbox("dead", NetworkMode::Host, State::Ready);
+    let alive = sandbox("alive", NetworkMode::Host, State::Ready);
+    r.store.save(&dead).unwrap();
+    r.store.save(&alive).unwrap();
+    r.systemd.set_active(&alive.unit());
+    // Saving the dead pod's new record fails (its temp file is a directory).
+    std::fs::create_dir(
+        r.dir
+            .join(format!("state/sandboxes/{}/checkpoint.tmp", dead.id)),
+    )
+    .unwrap();
+    let report = r.lc.recover().await.unwrap();
+    assert_eq!(report.recovered, 2);
+    assert_eq!(
+        r.lc.get(&dead.id).unwrap().with(|s| s.state),
+        State::NotReady
+    );
+    assert_eq!(r.lc.get(&alive.id).unwrap().with(|s| s.state), State::Ready);
+}
+
+#[tokio::test]
+async fn gc_has_no_valid_set_while_an_attachment_is_unreadable() {
+    let r = rig("gc-valid");
+    let id = SandboxId::random();
+    let att = crate::cni::Attachment {
+        container_id: id.to_string(),
+        ifname: "eth0".into(),
+        netns: String::new(),
+        args: String::new(),
+        capability_args: Default::default(),
+        config: serde_json::json!({}),
+        result: None,
+        last_error: String::new(),
+    };
+    r.lc.attachments.save(&att).unwrap();
+    assert_eq!(
+        r.lc.valid_attachments().unwrap(),
+        [(id.to_string(), "eth0".to_owned())]
+    );
+    let other = SandboxId::random();
+    std::fs::write(
+        r.dir.join(format!("state/networks/{other}.json")),
+        "half a fi",
+    )
+    .unwrap();
+    let e = r.lc.valid_attachments().unwrap_err();
+    assert!(e.to_string().contains(other.as_str()), "{e}");
 }

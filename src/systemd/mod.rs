@@ -286,7 +286,16 @@ async fn dispatch_unit_removed(
     mut stream: MessageStream,
     events: mpsc::UnboundedSender<UnitEvent>,
 ) {
-    while let Some(Ok(msg)) = stream.next().await {
+    // A message that fails to arrive whole is skipped, not the end of the
+    // stream: only the connection's end ends it (dispatch_jobs reports that).
+    while let Some(msg) = stream.next().await {
+        let msg = match msg {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!("systemd UnitRemoved signal unreadable, skipped: {e}");
+                continue;
+            }
+        };
         if let Ok((unit, _)) = msg.body().deserialize::<(String, OwnedObjectPath)>() {
             if unit.starts_with(UNIT_PREFIX)
                 && events
