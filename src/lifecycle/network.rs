@@ -9,7 +9,7 @@ use super::{Event, Lifecycle};
 use crate::cni::{self, Attachment};
 use crate::domain::network::{capability_args, cni_args};
 use crate::domain::sandbox::{netns_unit_name, now_usec, PodNetwork};
-use crate::domain::{slice, Sandbox, SandboxId, State};
+use crate::domain::{Sandbox, SandboxId, State};
 use crate::error::{Result, ResultExt};
 use crate::logging::event;
 use crate::systemd::SystemdClient;
@@ -41,7 +41,7 @@ impl<S: SystemdClient> Lifecycle<S> {
             .network()
             .map_err(|nr| nr.into_error().context(ctx()))?;
         let c = &sb.config;
-        let cgroup_path = format!("{}/{}", slice::slice_cgroup_path(&sb.slice), sb.unit());
+        let cgroup_path = sb.cgroup_path();
         let mut att = Attachment {
             container_id: sb.id.to_string(),
             ifname: cni::POD_IFNAME.to_owned(),
