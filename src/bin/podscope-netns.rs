@@ -1,6 +1,7 @@
 //! podscope-netns: creates and removes a pod's network namespace, pinned at
 //! /run/netns/podscope-<id> (the iproute2 convention, so `ip netns` sees it).
-//! Run by `podscope-netns@<id>.service`: `add` on start, `del` on stop.
+//! Run by `podscope-netns@<id>.service`: `add` on start, `del` on stop; and
+//! by podscoped.service before the daemon starts: `prepare`.
 //! `add` pins the namespace podscoped handed off for the pod (it made it
 //! and runs CNI ADD in it meanwhile: see `podscope::netns`), else a new one.
 //!
@@ -68,6 +69,25 @@ fn prepare_dir() {
     }
 }
 
+/// Join PID 1's mount namespace. systemd runs even a fully privileged
+/// `ExecStartPre=+` in a mount namespace of the service's own when it has
+/// PrivateTmp=, and a mount made there would never reach the host.
+fn enter_host_mounts() {
+    let host = cstr("/proc/1/ns/mnt");
+    // SAFETY: open/setns/close on a path we name; this process has one
+    // thread, as setns(CLONE_NEWNS) requires.
+    unsafe {
+        let fd = libc::open(host.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            die("open /proc/1/ns/mnt");
+        }
+        if libc::setns(fd, libc::CLONE_NEWNS) != 0 {
+            die("join the host's mount namespace");
+        }
+        libc::close(fd);
+    }
+}
+
 fn add(id: &str, path: &str) {
     prepare_dir();
     let p = cstr(path);
@@ -129,9 +149,21 @@ fn del(path: &str) {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (verb, id) = match args.as_slice() {
+        // Before podscoped's own mount namespace is made: /run/netns must
+        // already be a shared mount point then, or pins made later (in the
+        // host's namespace) never reach the daemon's on a host whose `/` is
+        // not shared (systemd in a container, kind-style nodes, nspawn).
+        [v] if v == "prepare" => {
+            enter_host_mounts();
+            prepare_dir();
+            return;
+        }
         [v, id] if v == "add" || v == "del" => (v.as_str(), id.as_str()),
         _ => {
-            let _ = writeln!(std::io::stderr(), "usage: podscope-netns add|del ID");
+            let _ = writeln!(
+                std::io::stderr(),
+                "usage: podscope-netns add|del ID | podscope-netns prepare"
+            );
             exit(2)
         }
     };

@@ -971,3 +971,42 @@ async fn a_runtime_status_flood_runs_status_once() {
     })
     .await;
 }
+
+/// On a host whose `/` is not shared (systemd in a container, kind-style
+/// nodes), pins made in /run/netns after podscoped started must still reach
+/// its mount namespace: podscoped.service makes /run/netns a shared mount
+/// point before the daemon's namespace is made.
+#[tokio::test(flavor = "multi_thread")]
+async fn pod_networks_work_when_root_is_not_shared() {
+    /// Puts `/` back as the harness booted it, whatever the test did.
+    struct SharedAgain;
+    impl Drop for SharedAgain {
+        fn drop(&mut self) {
+            sh("mount --make-rshared /");
+            daemon("restart");
+        }
+    }
+    daemon("stop");
+    let _restore = SharedAgain;
+    sh("mount --make-rprivate /");
+    daemon("start");
+    let (m, _) = manager().await;
+    let pid = sh("systemctl show -P MainPID podscoped").trim().to_owned();
+    let mounts = sh(&format!("cat /proc/{pid}/mountinfo"));
+    let netns = mounts
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some("/run/netns"))
+        .unwrap_or_else(|| {
+            panic!("/run/netns is a mount point in podscoped's namespace: {mounts}")
+        });
+    assert!(
+        netns.contains(" master:"),
+        "podscoped's /run/netns receives the host's mounts: {netns}"
+    );
+    let id = create_started(&m, "private-root", CreateOptions::default()).await;
+    let st = m.status(&id).await.unwrap();
+    assert_eq!(st.state, State::Ready);
+    assert_eq!(st.ips.len(), 1, "{st:?}");
+    m.stop(&id).await.unwrap();
+    m.remove(&id).await.unwrap();
+}
