@@ -37,6 +37,11 @@ pub struct Settings {
     pub cni_network: String,
     /// A CNI plugin still running after this long is killed and its step fails.
     pub cni_plugin_timeout_ms: u64,
+    /// A polkit check still unanswered after this long is a denial (a
+    /// stalled polkitd or agent must not keep calls pending forever); the
+    /// limit for a caller that allows interactive authorization (someone
+    /// typing a password) is ten times as long.
+    pub polkit_timeout_ms: u64,
 }
 
 impl Default for Settings {
@@ -57,6 +62,7 @@ impl Default for Settings {
             ],
             cni_network: String::new(),
             cni_plugin_timeout_ms: 60_000,
+            polkit_timeout_ms: 25_000,
         }
     }
 }
@@ -80,6 +86,7 @@ impl Settings {
             ("start_timeout_ms", s.start_timeout_ms),
             ("stop_timeout_ms", s.stop_timeout_ms),
             ("cni_plugin_timeout_ms", s.cni_plugin_timeout_ms),
+            ("polkit_timeout_ms", s.polkit_timeout_ms),
         ] {
             if v == 0 {
                 return Err(Error::invalid(name, "must be greater than 0"));

@@ -352,7 +352,10 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
 
     let service = Arc::new(Service {
         lifecycle: lifecycle.clone(),
-        auth: polkit::Authorizer::new(&conn),
+        auth: polkit::Authorizer::new(
+            &conn,
+            std::time::Duration::from_millis(lifecycle.settings.polkit_timeout_ms),
+        ),
         conn: conn.clone(),
         inflight: tokio::sync::watch::Sender::new(0),
         callers: callers::Callers::new(&conn),

@@ -18,14 +18,18 @@ pub const ACTION_MANAGE_PRIVILEGED: &str = "org.podscope.Sandbox1.manage-privile
 
 pub struct Authorizer {
     conn: Connection,
+    /// How long polkit may take to answer (ten times as long for a caller
+    /// that allows interactive authorization).
+    timeout: std::time::Duration,
     dbus: OnceCell<zbus::fdo::DBusProxy<'static>>,
     authority: OnceCell<AuthorityProxy<'static>>,
 }
 
 impl Authorizer {
-    pub fn new(conn: &Connection) -> Self {
+    pub fn new(conn: &Connection, timeout: std::time::Duration) -> Self {
         Authorizer {
             conn: conn.clone(),
+            timeout,
             dbus: OnceCell::new(),
             authority: OnceCell::new(),
         }
@@ -78,10 +82,25 @@ impl Authorizer {
             flags |= CheckAuthorizationFlags::AllowUserInteraction;
         }
         let details: HashMap<&str, &str> = details.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let result = authority
-            .check_authorization(&subject, action, &details, flags, "")
-            .await
-            .map_err(|e| deny(format!("polkit is unavailable: {e}")))?;
+        // Dropping the call on timeout also drops its reply slot: nothing of
+        // it stays pending here.
+        let limit = if interactive {
+            self.timeout * 10
+        } else {
+            self.timeout
+        };
+        let result = tokio::time::timeout(
+            limit,
+            authority.check_authorization(&subject, action, &details, flags, ""),
+        )
+        .await
+        .map_err(|_| {
+            deny(format!(
+                "polkit did not answer within {} ms",
+                limit.as_millis()
+            ))
+        })?
+        .map_err(|e| deny(format!("polkit is unavailable: {e}")))?;
         if result.is_authorized {
             Ok(())
         } else if result.is_challenge && interactive {

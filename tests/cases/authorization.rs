@@ -320,3 +320,33 @@ async fn state_files_are_root_only() {
     assert_ne!(rc, 0, "nobody reads a checkpoint: {err}");
     m.remove(&id).await.unwrap();
 }
+
+/// A stalled polkitd (or agent) keeps no call pending in podscoped: past
+/// `polkit_timeout_ms` the call is denied, and says why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stalled_polkit_denies_in_time() {
+    with_config("polkit_timeout_ms = 1000\n", || async {
+        let (m, _) = manager().await;
+        let id = create_started(&m, "stall", CreateOptions::default()).await;
+        struct Thaw;
+        impl Drop for Thaw {
+            fn drop(&mut self) {
+                sh_status("systemctl kill -s CONT polkit.service");
+            }
+        }
+        let _thaw = Thaw;
+        sh("systemctl start polkit.service && systemctl kill -s STOP polkit.service");
+        // podscopectl waits up to 120 s for an answer: the denial comes
+        // from podscoped's own limit.
+        let (rc, _, err) = as_nobody(&format!("podscopectl --no-ask-password stop {id}"));
+        sh("systemctl kill -s CONT polkit.service");
+        assert_ne!(rc, 0);
+        assert!(
+            err.contains("polkit did not answer within 1000 ms"),
+            "denied in time, saying why: {err}"
+        );
+        assert_eq!(m.status(&id).await.unwrap().state, State::Ready);
+        m.remove(&id).await.unwrap();
+    })
+    .await;
+}
