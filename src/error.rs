@@ -17,10 +17,12 @@ pub enum ErrorKind {
     Timeout,
     Internal,
     AccessDenied,
+    /// Too many calls of a kind in flight: try again later.
+    LimitsExceeded,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 9] = [
+    pub const ALL: [ErrorKind; 10] = [
         ErrorKind::NotFound,
         ErrorKind::AlreadyExists,
         ErrorKind::InvalidArgument,
@@ -30,6 +32,7 @@ impl ErrorKind {
         ErrorKind::Timeout,
         ErrorKind::Internal,
         ErrorKind::AccessDenied,
+        ErrorKind::LimitsExceeded,
     ];
 }
 
@@ -76,6 +79,9 @@ impl Error {
     }
     pub fn internal(m: impl Into<String>) -> Self {
         Self::new(ErrorKind::Internal, m)
+    }
+    pub fn limits_exceeded(m: impl Into<String>) -> Self {
+        Error::new(ErrorKind::LimitsExceeded, m)
     }
     pub fn access_denied(m: impl Into<String>) -> Self {
         Self::new(ErrorKind::AccessDenied, m)

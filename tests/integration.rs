@@ -4,6 +4,8 @@
 //! sandboxes; tests that restart the daemon leave it running. The tests
 //! are in `cases/`, one file per area; `common/` has the shared helpers.
 
+#[path = "cases/abuse.rs"]
+mod abuse;
 #[path = "cases/activation.rs"]
 mod activation;
 #[path = "cases/authorization.rs"]

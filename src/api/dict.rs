@@ -17,11 +17,39 @@ use zbus::zvariant::{OwnedValue, Value};
 
 /// An `a{sv}` as it arrives.
 pub type Dict = HashMap<String, OwnedValue>;
+/// An `a{sv}` argument borrowed from its message: a method that takes it
+/// holds no second copy of what a caller sent (up to 32 MiB).
+pub type DictArg<'m> = HashMap<&'m str, Value<'m>>;
+
+/// The longest string any podscope dictionary carries: an annotation's
+/// value, which all of a pod's annotations together may not pass. A longer
+/// one is refused as it is met, before it is copied.
+pub const STRING_MAX: usize = crate::domain::config::ANNOTATIONS_TOTAL_MAX;
+
+/// The values a dictionary may hold: owned, or borrowed from a message.
+pub trait DictValue {
+    fn as_value(&self) -> &Value<'_>;
+}
+
+impl DictValue for OwnedValue {
+    fn as_value(&self) -> &Value<'_> {
+        self
+    }
+}
+
+impl DictValue for Value<'_> {
+    fn as_value(&self) -> &Value<'_> {
+        self
+    }
+}
 
 /// Decode `d` as `T`. `root` names the argument in messages (`filter`,
 /// `resources`); Create's options have none, so their keys stand alone.
-pub fn from_dict<T: DeserializeOwned>(root: Option<&str>, d: &Dict) -> Result<T, Error> {
-    let entries = d.iter().map(|(k, v)| (Key::Str(k.as_str()), &**v));
+pub fn from_dict<T: DeserializeOwned>(
+    root: Option<&str>,
+    d: &HashMap<impl AsRef<str>, impl DictValue>,
+) -> Result<T, Error> {
+    let entries = d.iter().map(|(k, v)| (Key::Str(k.as_ref()), v.as_value()));
     T::deserialize(MapDe {
         entries: entries.collect(),
     })
@@ -121,6 +149,17 @@ fn integer(v: &Value<'_>) -> Option<i128> {
     })
 }
 
+/// `s`, unless it is longer than any podscope string may be.
+fn bounded(s: &str) -> Result<&str, DecodeError> {
+    if s.len() > STRING_MAX {
+        return Err(de::Error::custom(format_args!(
+            "a string of {} bytes, more than {STRING_MAX}",
+            s.len()
+        )));
+    }
+    Ok(s)
+}
+
 /// One value.
 struct ValueDe<'a>(&'a Value<'a>);
 
@@ -147,8 +186,8 @@ impl<'de> de::Deserializer<'de> for ValueDe<'_> {
         match v {
             Value::Bool(b) => visitor.visit_bool(*b),
             Value::F64(f) => visitor.visit_f64(*f),
-            Value::Str(s) => visitor.visit_str(s.as_str()),
-            Value::ObjectPath(p) => visitor.visit_str(p.as_str()),
+            Value::Str(s) => visitor.visit_str(bounded(s.as_str())?),
+            Value::ObjectPath(p) => visitor.visit_str(bounded(p.as_str())?),
             Value::Array(a) => visitor.visit_seq(SeqDe::new(a.iter())),
             Value::Structure(s) => visitor.visit_seq(SeqDe::new(s.fields().iter())),
             Value::Dict(_) => self.deserialize_map(visitor),
@@ -176,7 +215,7 @@ impl<'de> de::Deserializer<'de> for ValueDe<'_> {
 
     fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
         match inner(self.0) {
-            Value::Str(s) => visitor.visit_str(s.as_str()),
+            Value::Str(s) => visitor.visit_str(bounded(s.as_str())?),
             other => Err(wrong(other, "a string (s)")),
         }
     }
@@ -287,6 +326,16 @@ struct MapDe<'a> {
 impl<'de, 'a> de::Deserializer<'de> for MapDe<'a> {
     type Error = DecodeError;
     fn deserialize_any<V: Visitor<'de>>(mut self, visitor: V) -> Result<V::Value, DecodeError> {
+        // Keys are copied to be sorted and named in errors: bound first.
+        for (k, _) in &self.entries {
+            match k {
+                Key::Str(s) => bounded(s)?,
+                Key::Value(v) => match inner(v) {
+                    Value::Str(s) => bounded(s.as_str())?,
+                    _ => "",
+                },
+            };
+        }
         self.entries.sort_by_cached_key(|(k, _)| k.text());
         self.entries.reverse();
         visitor.visit_map(MapAccess {

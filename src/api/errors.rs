@@ -15,6 +15,7 @@ pub fn error_name(kind: ErrorKind) -> &'static str {
         ErrorKind::Timeout => "org.podscope.Sandbox1.Error.Timeout",
         ErrorKind::Internal => "org.podscope.Sandbox1.Error.Internal",
         ErrorKind::AccessDenied => "org.freedesktop.DBus.Error.AccessDenied",
+        ErrorKind::LimitsExceeded => LIMITS_EXCEEDED,
     }
 }
 

@@ -11,7 +11,7 @@ pub mod proxy;
 pub mod sandbox;
 
 pub use client::Client;
-pub use dict::{from_dict, to_dict, Dict};
+pub use dict::{from_dict, to_dict, Dict, DictArg};
 pub use sandbox::{
     Condition, CreateOptions, Dns, Exit, ListFilter, PodMetadata, PortMapping, Quarantined,
     Resources, RuntimeInfo, SandboxStatus, SandboxSummary, Version,

@@ -228,7 +228,6 @@ pub struct SandboxSummary {
     pub network: NetworkMode,
     pub runtime_handler: String,
     pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
 }
 
 /// Everything the daemon knows of one sandbox, as Status returns it.
@@ -252,7 +251,11 @@ pub struct SandboxStatus {
     pub hostname: String,
     pub log_directory: String,
     pub labels: BTreeMap<String, String>,
+    /// Root's callers only (the CRI frontend runs as root): annotations can
+    /// carry secrets, e.g. kubectl's last-applied-configuration. Empty for
+    /// anyone else, with `annotations_hidden`.
     pub annotations: BTreeMap<String, String>,
+    pub annotations_hidden: bool,
     pub runtime_handler: String,
     pub network: NetworkMode,
     pub pid_namespace: NamespaceMode,
@@ -375,7 +378,6 @@ impl SandboxSummary {
             network: c.network,
             runtime_handler: c.runtime_handler.clone(),
             labels: c.labels.clone(),
-            annotations: c.annotations.clone(),
         }
     }
 }
@@ -398,8 +400,14 @@ impl SandboxStatus {
             network: self.network,
             runtime_handler: self.runtime_handler.clone(),
             labels: self.labels.clone(),
-            annotations: self.annotations.clone(),
         }
+    }
+
+    /// What a caller that is not root sees: no annotations.
+    pub fn without_annotations(mut self) -> Self {
+        self.annotations_hidden = true;
+        self.annotations.clear();
+        self
     }
 
     pub fn of(sb: &domain::Sandbox) -> Self {
@@ -420,7 +428,6 @@ impl SandboxStatus {
             network,
             runtime_handler,
             labels,
-            annotations,
         } = SandboxSummary::of(sb);
         let c = &sb.config;
         SandboxStatus {
@@ -439,7 +446,8 @@ impl SandboxStatus {
             hostname: c.hostname.clone(),
             log_directory: c.log_directory.clone(),
             labels,
-            annotations,
+            annotations: c.annotations.clone(),
+            annotations_hidden: false,
             runtime_handler,
             network,
             pid_namespace: c.pid_namespace,
@@ -620,6 +628,26 @@ mod tests {
             e.to_string(),
             "filter.state: \"running\" is not one of created, ready, notready"
         );
+    }
+
+    #[test]
+    fn huge_strings_are_refused_where_they_are_met() {
+        let big: &'static str = "x".repeat(crate::api::dict::STRING_MAX + 1).leak();
+        let annotations = HashMap::from([("a", big)]);
+        let e = parse(&opts(vec![("annotations", annotations.into())])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "annotations.a: a string of 262145 bytes, more than 262144"
+        );
+        // A key is bounded before it is copied to be sorted.
+        let annotations = HashMap::from([(big, "v")]);
+        let e = parse(&opts(vec![("annotations", annotations.into())])).unwrap_err();
+        assert!(e.to_string().starts_with("annotations: a string of 262145"), "{e}");
+        // A borrowed dictionary (a method's argument) reads the same.
+        let borrowed: crate::api::DictArg<'_> =
+            HashMap::from([("hostname", Value::from(big))]);
+        let e = from_dict::<CreateOptions>(None, &borrowed).unwrap_err();
+        assert!(e.to_string().starts_with("hostname: a string of"), "{e}");
     }
 
     #[test]

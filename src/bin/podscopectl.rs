@@ -331,7 +331,9 @@ async fn status(m: &Client, id: &str) -> Result<(), Fail> {
         let pairs: Vec<_> = map.iter().map(|(k, v)| format!("{k}={v}")).collect();
         show(
             title,
-            if pairs.is_empty() {
+            if title == "Annotations" && d.annotations_hidden {
+                "(shown to root only)".into()
+            } else if pairs.is_empty() {
                 "-".into()
             } else {
                 pairs.join(", ")

@@ -15,7 +15,23 @@ The podscope daemon: serves org.podscope.Sandbox1 on the system bus.
 Normally started by systemd (podscoped.service) or by D-Bus activation.
 PODSCOPE_LOG sets the log filter (default: info).";
 
+/// Give memory back after large calls. glibc raises its mmap threshold to
+/// the largest block freed so far (up to 32 MiB, a whole bus message) and
+/// from then on keeps such blocks in its heaps: one flood of big calls
+/// from any local user would stay in the daemon's RSS for good. A fixed
+/// threshold (this also fixes the trim threshold's default) keeps large
+/// blocks mapped apart, unmapped when freed.
+fn return_large_blocks_to_the_system() {
+    // SAFETY: mallopt only sets allocator parameters; called before any
+    // other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 1024 * 1024);
+    }
+}
+
 fn main() -> ExitCode {
+    return_large_blocks_to_the_system();
     let mut config = PathBuf::from(DEFAULT_CONFIG_PATH);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {

@@ -1,7 +1,7 @@
 //! The daemon's errors as D-Bus error replies: the public name of the
 //! error's kind (`api::errors`), carrying its full context message.
 
-use crate::api::errors::{error_name, LIMITS_EXCEEDED};
+use crate::api::errors::error_name;
 use crate::error::{Error, ErrorKind};
 use zbus::message::{Header, Message};
 use zbus::names::ErrorName;
@@ -14,14 +14,6 @@ pub struct BusError {
 }
 
 impl BusError {
-    /// Too many calls of a kind in flight (the standard D-Bus name).
-    pub fn limits_exceeded(message: String) -> Self {
-        BusError {
-            name: LIMITS_EXCEEDED,
-            message,
-        }
-    }
-
     pub fn name_str(&self) -> &'static str {
         self.name
     }

@@ -4,7 +4,8 @@
 use super::errors::BusError;
 use super::Service;
 use crate::api::{
-    self, from_dict, Condition, Dict, PodMetadata, RuntimeInfo, SandboxStatus, SandboxSummary,
+    self, dict::STRING_MAX, from_dict, Condition, CreateOptions, DictArg, PodMetadata, RuntimeInfo,
+    SandboxStatus, SandboxSummary,
 };
 use crate::error::Error;
 use crate::lifecycle::ListFilter;
@@ -18,8 +19,20 @@ pub struct Manager {
     pub service: Arc<Service>,
 }
 
+/// A metadata argument, copied only once it is known not to be huge (its
+/// real bound is checked with the rest of the config).
+fn metadata(field: &str, s: &str) -> Result<String, Error> {
+    if s.len() > STRING_MAX {
+        return Err(Error::invalid(
+            field,
+            format!("{} bytes, more than {STRING_MAX}", s.len()),
+        ));
+    }
+    Ok(s.to_owned())
+}
+
 /// List's filter as the lifecycle's query; the id prefix is checked here.
-fn list_filter(filter: &Dict) -> Result<ListFilter, Error> {
+fn list_filter(filter: &DictArg<'_>) -> Result<ListFilter, Error> {
     let f: api::ListFilter = from_dict(Some("filter"), filter)?;
     if let Some(p) = &f.id {
         crate::domain::id::validate_prefix(p).map_err(|e| e.context("filter"))?;
@@ -40,31 +53,34 @@ impl Manager {
     async fn create(
         &self,
         #[zbus(header)] hdr: Header<'_>,
-        name: String,
-        namespace: String,
-        uid: String,
+        name: &str,
+        namespace: &str,
+        uid: &str,
         attempt: u32,
-        options: Dict,
+        options: DictArg<'_>,
     ) -> Result<(String, OwnedObjectPath), BusError> {
+        // Decoded here, from the message itself: nothing a caller sent is
+        // copied before it is known to fit (`dict::STRING_MAX`).
+        let options: CreateOptions = from_dict(None, &options)?;
         let meta = PodMetadata {
-            name,
-            namespace,
-            uid,
+            name: metadata("name", name)?,
+            namespace: metadata("namespace", namespace)?,
+            uid: metadata("uid", uid)?,
             attempt,
         };
         self.service.create(&hdr, meta, options).await
     }
 
-    async fn start(&self, #[zbus(header)] hdr: Header<'_>, id: String) -> Result<(), BusError> {
-        self.service.start(&hdr, &id).await
+    async fn start(&self, #[zbus(header)] hdr: Header<'_>, id: &str) -> Result<(), BusError> {
+        self.service.start(&hdr, id).await
     }
 
-    async fn stop(&self, #[zbus(header)] hdr: Header<'_>, id: String) -> Result<(), BusError> {
-        self.service.stop(&hdr, &id).await
+    async fn stop(&self, #[zbus(header)] hdr: Header<'_>, id: &str) -> Result<(), BusError> {
+        self.service.stop(&hdr, id).await
     }
 
-    async fn remove(&self, #[zbus(header)] hdr: Header<'_>, id: String) -> Result<(), BusError> {
-        self.service.remove(&hdr, &id).await
+    async fn remove(&self, #[zbus(header)] hdr: Header<'_>, id: &str) -> Result<(), BusError> {
+        self.service.remove(&hdr, id).await
     }
 
     // Block until the sandbox leaves ready: (exit_status, finished_at, reason).
@@ -72,9 +88,9 @@ impl Manager {
     async fn wait(
         &self,
         #[zbus(header)] hdr: Header<'_>,
-        id: String,
+        id: &str,
     ) -> Result<(u32, u64, String), BusError> {
-        let exit = self.service.wait(&hdr, &id).await?;
+        let exit = self.service.wait(&hdr, id).await?;
         Ok((exit.status, exit.finished_at, exit.reason))
     }
 
@@ -82,11 +98,11 @@ impl Manager {
     async fn update_resources(
         &self,
         #[zbus(header)] hdr: Header<'_>,
-        id: String,
-        resources: Dict,
+        id: &str,
+        resources: DictArg<'_>,
     ) -> Result<(), BusError> {
         let r: api::Resources = from_dict(Some("resources"), &resources)?;
-        self.service.update_resources(&hdr, &id, r.into()).await
+        self.service.update_resources(&hdr, id, r.into()).await
     }
 
     #[zbus(out_args("os", "architecture", "variant"))]
@@ -96,13 +112,16 @@ impl Manager {
     }
 
     #[zbus(out_args("status"))]
-    async fn status(&self, id: String) -> Result<SandboxStatus, BusError> {
-        let entry = self.service.lifecycle.resolve(&id)?;
-        Ok(entry.with(SandboxStatus::of))
+    async fn status(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        id: &str,
+    ) -> Result<SandboxStatus, BusError> {
+        self.service.status(&hdr, id).await
     }
 
     #[zbus(out_args("sandboxes"))]
-    async fn list(&self, filter: Dict) -> Result<Vec<SandboxSummary>, BusError> {
+    async fn list(&self, filter: DictArg<'_>) -> Result<Vec<SandboxSummary>, BusError> {
         let f = list_filter(&filter)?;
         Ok(self
             .service

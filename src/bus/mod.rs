@@ -7,11 +7,14 @@
 
 pub mod callers;
 pub mod errors;
+pub mod limits;
 pub mod manager;
 pub mod polkit;
 pub mod sandbox;
 
-use crate::api::{self, Condition, CreateOptions, Dict, PodMetadata, Quarantined, RuntimeInfo};
+use crate::api::{
+    self, Condition, CreateOptions, PodMetadata, Quarantined, RuntimeInfo, SandboxStatus,
+};
 use crate::domain::Resources;
 use crate::domain::{SandboxId, State};
 use crate::error::{Error, Result};
@@ -24,7 +27,6 @@ use errors::BusError;
 use manager::Manager;
 use sandbox::SandboxObject;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tracing::warn;
@@ -36,8 +38,9 @@ use zbus::Connection;
 pub use api::{sandbox_path, BUS_NAME, MANAGER_PATH};
 /// Wait calls in flight at once, from all callers (each holds a task and
 /// a reply slot until its pod stops or its caller leaves; reading is open
-/// to every local user).
+/// to every local user), and per user other than root.
 pub const MAX_WAITERS: usize = 1024;
+pub const WAITERS_PER_UID: usize = 64;
 
 /// What polkit's rules see of a call: `verb`, `sandbox` (namespace/name)
 /// and `sandbox_id` (empty for Create).
@@ -67,16 +70,7 @@ pub struct Service {
     /// Mutating operations in flight; shutdown waits for them.
     inflight: tokio::sync::watch::Sender<usize>,
     callers: callers::Callers,
-    waiters: AtomicUsize,
-}
-
-/// Counts one Wait in flight while it lives.
-struct WaitSlot<'a>(&'a AtomicUsize);
-
-impl Drop for WaitSlot<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
+    waiters: limits::Limiter,
 }
 
 impl Service {
@@ -150,11 +144,10 @@ impl Service {
         self: &Arc<Self>,
         hdr: &Header<'_>,
         meta: PodMetadata,
-        options: Dict,
+        options: CreateOptions,
     ) -> Result<(String, OwnedObjectPath), BusError> {
         // Validate, then authorize: polkit is asked only about a pod that
         // could be made.
-        let options: CreateOptions = api::from_dict(None, &options)?;
         let config = options.into_config(meta);
         config.validate()?;
         // Host namespaces, host ports or a chosen cgroup parent need the
@@ -229,16 +222,24 @@ impl Service {
         Ok(())
     }
 
+    /// Status, with the annotations for root's callers only: they can hold
+    /// secrets, and reading is open to every local user. (A polkit check
+    /// here would hand the flood of an open read call on to polkitd.)
+    pub async fn status(&self, hdr: &Header<'_>, id: &str) -> Result<SandboxStatus, BusError> {
+        let entry = self.lifecycle.resolve(id)?;
+        let status = entry.with(SandboxStatus::of);
+        Ok(if self.auth.caller_uid(hdr).await? == 0 {
+            status
+        } else {
+            status.without_annotations()
+        })
+    }
+
     /// Wait until the sandbox leaves READY. Ends early, unanswered, when
     /// the caller disconnects.
     pub async fn wait(&self, hdr: &Header<'_>, id: &str) -> Result<Exit, BusError> {
-        let n = self.waiters.fetch_add(1, Ordering::AcqRel);
-        let _slot = WaitSlot(&self.waiters);
-        if n >= MAX_WAITERS {
-            return Err(BusError::limits_exceeded(format!(
-                "{MAX_WAITERS} Wait calls are in flight already; try again later"
-            )));
-        }
+        let uid = self.auth.caller_uid(hdr).await?;
+        let _slot = self.waiters.acquire(uid, true)?;
         let Some(caller) = hdr.sender() else {
             return Ok(self.lifecycle.wait(id).await?);
         };
@@ -317,7 +318,7 @@ impl Service {
             network_teardowns_owed: lc.attachments_owed() as u32,
             state_dir: lc.settings.state_dir.display().to_string(),
             runtime_handlers: lc.settings.runtime_handlers.clone(),
-            waits_in_flight: self.waiters.load(Ordering::Acquire) as u32,
+            waits_in_flight: self.waiters.in_flight() as u32,
             os: platform.os.into(),
             architecture: platform.architecture.into(),
             variant: platform.variant.into(),
@@ -359,7 +360,7 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
         conn: conn.clone(),
         inflight: tokio::sync::watch::Sender::new(0),
         callers: callers::Callers::new(&conn),
-        waiters: AtomicUsize::new(0),
+        waiters: limits::Limiter::new("Wait calls", WAITERS_PER_UID, MAX_WAITERS),
     });
     let server = conn.object_server();
     let export = |e: zbus::Error| Error::internal(format!("export objects: {e}"));

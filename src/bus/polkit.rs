@@ -3,9 +3,11 @@
 //! host access `org.podscope.Sandbox1.manage-privileged`. Reading is open
 //! to all.
 
+use super::limits::Limiter;
 use crate::error::{Error, Result};
 use enumflags2::BitFlags;
 use std::collections::HashMap;
+use std::sync::Mutex;
 use tokio::sync::OnceCell;
 use zbus::message::{Flags, Header};
 use zbus::Connection;
@@ -16,8 +18,20 @@ pub const ACTION_MANAGE: &str = "org.podscope.Sandbox1.manage";
 /// own cgroup parent (`SandboxConfig::privileges`).
 pub const ACTION_MANAGE_PRIVILEGED: &str = "org.podscope.Sandbox1.manage-privileged";
 
+/// polkit checks pending at once, per user and in all. dbus-daemon lets a
+/// connection wait on at most 128 replies (`max_replies_per_connection`):
+/// past that, every check would fail, everyone's.
+pub const CHECKS_PER_UID: usize = 16;
+pub const CHECKS_MAX: usize = 64;
+/// Callers whose uid is remembered. A unique name is never reused while
+/// the bus runs, so an entry never goes stale; past this many the memory
+/// starts over.
+const UID_CACHE_MAX: usize = 4096;
+
 pub struct Authorizer {
     conn: Connection,
+    checks: Limiter,
+    uids: Mutex<HashMap<String, u32>>,
     /// How long polkit may take to answer (ten times as long for a caller
     /// that allows interactive authorization).
     timeout: std::time::Duration,
@@ -29,24 +43,37 @@ impl Authorizer {
     pub fn new(conn: &Connection, timeout: std::time::Duration) -> Self {
         Authorizer {
             conn: conn.clone(),
+            checks: Limiter::new("polkit checks", CHECKS_PER_UID, CHECKS_MAX),
+            uids: Mutex::default(),
             timeout,
             dbus: OnceCell::new(),
             authority: OnceCell::new(),
         }
     }
 
-    async fn caller_uid(&self, header: &Header<'_>) -> Result<u32> {
+    /// The uid of the connection that sent the message with `header`.
+    pub async fn caller_uid(&self, header: &Header<'_>) -> Result<u32> {
         let sender = header
             .sender()
             .ok_or_else(|| Error::access_denied("the call has no sender"))?;
+        if let Some(uid) = self.uids.lock().unwrap().get(sender.as_str()) {
+            return Ok(*uid);
+        }
         let dbus = self
             .dbus
             .get_or_try_init(|| zbus::fdo::DBusProxy::new(&self.conn))
             .await
             .map_err(|e| Error::internal(format!("connect to the bus driver: {e}")))?;
-        dbus.get_connection_unix_user(sender.clone().into())
+        let uid = dbus
+            .get_connection_unix_user(sender.clone().into())
             .await
-            .map_err(|e| Error::access_denied(format!("cannot identify caller {sender}: {e}")))
+            .map_err(|e| Error::access_denied(format!("cannot identify caller {sender}: {e}")))?;
+        let mut uids = self.uids.lock().unwrap();
+        if uids.len() >= UID_CACHE_MAX {
+            uids.clear();
+        }
+        uids.insert(sender.to_string(), uid);
+        Ok(uid)
     }
 
     /// Allow or deny `action` for the caller of the message with `header`.
@@ -63,6 +90,8 @@ impl Authorizer {
         if uid == 0 {
             return Ok(());
         }
+        // Refused at once past the caller's share, before polkit is asked.
+        let _slot = self.checks.acquire(uid, false)?;
         let details = details();
         let deny =
             |why: String| Error::access_denied(format!("{verb} denied for uid {uid}: {why}"));

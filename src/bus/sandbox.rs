@@ -87,11 +87,6 @@ impl SandboxObject {
             .with(|s| s.config.labels.clone().into_iter().collect())
     }
     #[zbus(property(emits_changed_signal = "const"))]
-    fn annotations(&self) -> HashMap<String, String> {
-        self.entry
-            .with(|s| s.config.annotations.clone().into_iter().collect())
-    }
-    #[zbus(property(emits_changed_signal = "const"))]
     fn runtime_handler(&self) -> String {
         self.entry.with(|s| s.config.runtime_handler.clone())
     }

@@ -225,7 +225,10 @@ pub fn pod_sandbox(s: &SandboxSummary) -> cri::PodSandbox {
         state: state_of(s.state) as i32,
         created_at: ns_of_usec(s.created_at),
         labels: hash_map(&s.labels),
-        annotations: hash_map(&s.annotations),
+        // The daemon's List carries none (they can reach 256 KiB a pod:
+        // a node's List would outgrow gRPC's 16 MiB); PodSandboxStatus
+        // has them.
+        annotations: HashMap::new(),
         runtime_handler: s.runtime_handler.clone(),
     }
 }

@@ -27,6 +27,11 @@ pub const KEY_MAX: usize = 317;
 /// and other clients more.
 pub const LABEL_VALUE_MAX: usize = 1024;
 pub const LABELS_MAX: usize = 1024;
+/// The total size of a pod's labels (keys and values). Labels travel in
+/// every List entry and in the object's properties: at this bound, 1000
+/// pods still fit one List reply under gRPC's 16 MiB and the bus's 32 MiB
+/// (annotations, up to 256 KiB, travel in Status only).
+pub const LABELS_TOTAL_MAX: usize = 8 * 1024;
 const HOSTNAME_MAX: usize = 64;
 const PATH_MAX: usize = 4096;
 /// Kubernetes' limit on the total size of a pod's annotations.
@@ -319,6 +324,13 @@ fn validate_labels(labels: &BTreeMap<String, String>) -> Result<()> {
             ));
         }
     }
+    let total: usize = labels.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if total > LABELS_TOTAL_MAX {
+        return Err(Error::invalid(
+            "labels",
+            format!("{total} bytes in all, more than {LABELS_TOTAL_MAX}"),
+        ));
+    }
     Ok(())
 }
 
@@ -436,6 +448,15 @@ mod tests {
         let mut c = valid();
         c.labels.insert("k".repeat(KEY_MAX + 1), "x".into());
         assert_eq!(field_of(&c), "labels");
+        let mut c = valid();
+        for i in 0..9 {
+            c.labels.insert(format!("k{i}"), "v".repeat(1000));
+        }
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("bytes in all"));
         let mut c = valid();
         c.annotations.insert("a".into(), "nul\0".into());
         assert_eq!(field_of(&c), "annotations");

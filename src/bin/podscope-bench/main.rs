@@ -2,6 +2,7 @@
 //! harness (a real systemd and system bus) against the installed podscoped,
 //! as root. Prints one table: figure, target, measured, verdict.
 
+mod abuse;
 mod clients;
 
 use k8s_cri::v1 as cri;
@@ -198,6 +199,9 @@ async fn main() {
     // Sections to run (default: all): latency, network, cri, clients,
     // alive, throughput.
     let only: Vec<String> = std::env::args().skip(1).collect();
+    if only.first().map(String::as_str) == Some("as-caller") {
+        return as_caller(&only[1..]).await;
+    }
     let run = |s: &str| only.is_empty() || only.iter().any(|o| o == s);
     let mut t = Table::default();
     environment(&mut t);
@@ -225,6 +229,9 @@ async fn main() {
         remove_all(&m).await;
         assert!(m.list(&ListFilter::default()).await.unwrap().is_empty());
     }
+    if run("abuse") {
+        abuse::big_args_rss(&mut t);
+    }
     if run("alive") {
         alive(&mut t).await;
     }
@@ -238,6 +245,16 @@ async fn main() {
         "\n{missed} of {} figures missed their target.",
         t.0.iter().filter(|r| r.ok.is_some()).count()
     );
+}
+
+/// The callers the abuse section runs as another user.
+async fn as_caller(args: &[String]) {
+    let n = |i: usize| args.get(i).and_then(|a| a.parse().ok()).expect("a count");
+    match args.first().map(String::as_str) {
+        Some("big-args") => abuse::big_args(n(1), n(2)).await,
+        Some("waits") => abuse::waits(&args[1], n(2)).await,
+        other => panic!("as-caller: unknown {other:?}"),
+    }
 }
 
 /// What the machine charges for moving a process between cgroups, which
