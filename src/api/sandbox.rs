@@ -642,10 +642,12 @@ mod tests {
         // A key is bounded before it is copied to be sorted.
         let annotations = HashMap::from([(big, "v")]);
         let e = parse(&opts(vec![("annotations", annotations.into())])).unwrap_err();
-        assert!(e.to_string().starts_with("annotations: a string of 262145"), "{e}");
+        assert!(
+            e.to_string().starts_with("annotations: a string of 262145"),
+            "{e}"
+        );
         // A borrowed dictionary (a method's argument) reads the same.
-        let borrowed: crate::api::DictArg<'_> =
-            HashMap::from([("hostname", Value::from(big))]);
+        let borrowed: crate::api::DictArg<'_> = HashMap::from([("hostname", Value::from(big))]);
         let e = from_dict::<CreateOptions>(None, &borrowed).unwrap_err();
         assert!(e.to_string().starts_with("hostname: a string of"), "{e}");
     }

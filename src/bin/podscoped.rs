@@ -30,6 +30,9 @@ fn return_large_blocks_to_the_system() {
     }
 }
 
+/// sysexits' EX_CONFIG: podscoped.service's RestartPreventExitStatus.
+const EXIT_CONFIG: u8 = 78;
+
 fn main() -> ExitCode {
     return_large_blocks_to_the_system();
     let mut config = PathBuf::from(DEFAULT_CONFIG_PATH);
@@ -66,7 +69,8 @@ fn main() -> ExitCode {
                 false,
                 &[NotifyState::Status(format!("invalid configuration: {e}"))],
             );
-            return ExitCode::from(1);
+            // EX_CONFIG: the unit does not restart on it.
+            return ExitCode::from(EXIT_CONFIG);
         }
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()

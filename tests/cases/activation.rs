@@ -79,9 +79,53 @@ async fn an_invalid_config_stops_the_daemon_with_a_named_error() {
     let rc = sh_status("systemctl reset-failed podscoped; systemctl start podscoped");
     restore_config();
     assert_ne!(rc, 0, "podscoped must refuse a config with an unknown key");
+    // EX_CONFIG, which the unit does not retry: no restart loop.
+    let show = sh("systemctl show -p ExecMainStatus -p NRestarts -p Result podscoped");
+    assert!(show.contains("ExecMainStatus=78"), "{show}");
+    assert!(show.contains("NRestarts=0"), "{show}");
     // The failing daemon's last words may reach the journal a moment later.
     wait_until(Duration::from_secs(5), || {
         sh("journalctl -u podscoped -o cat --no-pager -n 400").contains("stop_timeut_ms")
     });
     daemon("start");
+}
+
+/// kill -9 again and again, each time followed at once by a call (a client
+/// that retries, as the CRI frontend and kubelet do): every call is
+/// answered by the restarted daemon, never failed by dbus-daemon's
+/// activation timeout. With systemd's default start rate limit the third
+/// or so crash left the unit failed, unrestarted, and the call waiting for
+/// dbus-daemon's 25 s timeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn repeated_crashes_never_leave_a_caller_waiting_for_activation() {
+    let (m, _) = manager().await;
+    let id = create_started(&m, "crashes", host_net()).await;
+    let restarts = || -> u32 {
+        sh("systemctl show -P NRestarts podscoped")
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let before = restarts();
+    for _ in 0..8 {
+        let pid = sh("systemctl show -P MainPID podscoped").trim().to_owned();
+        sh(&format!("kill -9 {pid}"));
+        loop {
+            match m.list(&by_name("never")).await {
+                Ok(_) => break,
+                Err(e) => {
+                    let (_, msg) = classify(&e);
+                    assert!(
+                        !msg.contains("Failed to activate"),
+                        "a call failed on activation: {msg}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(restarts() - before, 8, "each crash restarted the daemon");
+    assert_eq!(m.status(&id).await.unwrap().state, State::Ready);
+    m.remove(&id).await.unwrap();
 }

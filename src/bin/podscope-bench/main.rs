@@ -4,6 +4,7 @@
 
 mod abuse;
 mod clients;
+mod crash;
 
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
@@ -228,6 +229,17 @@ async fn main() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         remove_all(&m).await;
         assert!(m.list(&ListFilter::default()).await.unwrap().is_empty());
+    }
+    if run("crash") {
+        let spacing = std::env::var("CRASH_SPACING_MS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(500);
+        let kills = std::env::var("CRASH_KILLS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(50);
+        crash::kill_to_answering(&m, &mut t, kills, Duration::from_millis(spacing)).await;
     }
     if run("abuse") {
         abuse::big_args_rss(&mut t);
