@@ -44,9 +44,12 @@ pub struct Cni {
     pub settings: CniSettings,
     loaded: Mutex<Option<(Fingerprint, Loaded)>>,
     /// The last STATUS run: for which loaded network, when, and what it
-    /// said. Held across a run, so callers queue behind one run and read
-    /// its result instead of starting their own.
-    status: tokio::sync::Mutex<Option<StatusRun>>,
+    /// said.
+    status: Mutex<Option<StatusRun>>,
+    /// Held by the one caller running STATUS. Callers with no answer for
+    /// the network yet queue behind it and read its result; callers with
+    /// an old answer take that one rather than wait.
+    status_run: tokio::sync::Mutex<()>,
     /// `STATUS_TTL`; tests that flip a plugin's answer set 0.
     pub(crate) status_ttl: Duration,
 }
@@ -56,6 +59,7 @@ pub struct Cni {
 /// start one process per plugin.
 pub const STATUS_TTL: Duration = Duration::from_secs(3);
 
+#[derive(Clone)]
 struct StatusRun {
     /// The network it ran for (a new one, when the conf dir changed, is
     /// asked afresh).
@@ -149,7 +153,8 @@ impl Cni {
         Cni {
             settings,
             loaded: Mutex::new(None),
-            status: tokio::sync::Mutex::new(None),
+            status: Mutex::new(None),
+            status_run: tokio::sync::Mutex::new(()),
             status_ttl: STATUS_TTL,
         }
     }
@@ -178,23 +183,14 @@ impl Cni {
 
     /// NetworkReady: the config and its plugins are usable, and for 1.1.0
     /// configs every plugin answers STATUS: at most one run at a time, its
-    /// answer kept for `STATUS_TTL` or until the config changes.
+    /// answer kept for `STATUS_TTL` or until the config changes. When the
+    /// answer is old, the caller that finds it so runs STATUS again while
+    /// the others take the old answer: a burst of calls waits on no plugin.
     pub async fn readiness(&self) -> std::result::Result<Arc<NetworkConfigList>, NotReady> {
         let list = self.network()?;
         if list.supports_status_and_gc() {
-            let mut last = self.status.lock().await;
-            let fresh = last
-                .as_ref()
-                .is_some_and(|r| Arc::ptr_eq(&r.list, &list) && r.at.elapsed() < self.status_ttl);
-            if !fresh {
-                let result = self.status(&list).await.map_err(|e| e.to_string());
-                *last = Some(StatusRun {
-                    list: list.clone(),
-                    at: std::time::Instant::now(),
-                    result,
-                });
-            }
-            if let Some(StatusRun { result: Err(e), .. }) = last.as_ref() {
+            let result = self.status_answer(&list).await;
+            if let Err(e) = result {
                 return Err(NotReady {
                     reason: "NetworkPluginNotReady",
                     message: format!("network {:?}: STATUS: {e}", list.name),
@@ -202,6 +198,45 @@ impl Cni {
             }
         }
         Ok(list)
+    }
+
+    /// STATUS's answer for `list`, run again only when it is missing or old.
+    async fn status_answer(
+        &self,
+        list: &Arc<NetworkConfigList>,
+    ) -> std::result::Result<(), String> {
+        let last = || {
+            self.status
+                .lock()
+                .unwrap()
+                .clone()
+                .filter(|r| Arc::ptr_eq(&r.list, list))
+        };
+        let run = match last() {
+            Some(r) if r.at.elapsed() < self.status_ttl => return r.result,
+            // Old: refresh it unless someone is, and answer with it then.
+            Some(r) => match self.status_run.try_lock() {
+                Ok(run) => run,
+                Err(_) => return r.result,
+            },
+            // None yet for this network: wait for the run under way, if
+            // any, and read its answer.
+            None => {
+                let run = self.status_run.lock().await;
+                if let Some(r) = last().filter(|r| r.at.elapsed() < self.status_ttl) {
+                    return r.result;
+                }
+                run
+            }
+        };
+        let result = self.status(list).await.map_err(|e| e.to_string());
+        *self.status.lock().unwrap() = Some(StatusRun {
+            list: list.clone(),
+            at: std::time::Instant::now(),
+            result: result.clone(),
+        });
+        drop(run);
+        result
     }
 
     fn invocation<'a>(&'a self, command: Command, att: &'a Attachment) -> Invocation<'a> {
@@ -630,7 +665,7 @@ mod tests {
     /// config changed.
     #[tokio::test(flavor = "multi_thread")]
     async fn a_flood_of_readiness_checks_runs_status_once() {
-        let f = Fixture::new("status-flood");
+        let mut f = Fixture::new("status-flood");
         let conf = |name: &str| {
             format!(r#"{{"cniVersion":"1.1.0","name":"{name}","plugins":[{{"type":"first"}}]}}"#)
         };
@@ -650,6 +685,32 @@ mod tests {
         f.conf("10-net.conflist", &conf("net2"));
         assert_eq!(f.cni.readiness().await.unwrap().name, "net2");
         assert_eq!(statuses(), 2, "a changed config is asked afresh");
+        // An old answer: one caller asks again, the others take the old
+        // answer at once instead of waiting on the plugin with it.
+        f.cni.status_ttl = Duration::from_millis(300);
+        let statuses = || {
+            f.log_lines()
+                .iter()
+                .filter(|l| l.starts_with("first STATUS"))
+                .count()
+        };
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let first_done = std::sync::atomic::AtomicBool::new(false);
+        let (first, rest) = tokio::join!(
+            async {
+                let r = f.cni.readiness().await;
+                first_done.store(true, std::sync::atomic::Ordering::SeqCst);
+                r
+            },
+            async {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let rest = futures_util::future::join_all((0..10).map(|_| f.cni.readiness())).await;
+                (rest, first_done.load(std::sync::atomic::Ordering::SeqCst))
+            }
+        );
+        assert!(first.is_ok() && rest.0.iter().all(|r| r.is_ok()));
+        assert!(!rest.1, "the others answered while the plugin still ran");
+        assert_eq!(statuses(), 3, "one run for the old answer");
     }
 
     #[tokio::test]

@@ -145,5 +145,135 @@ pub fn big_args_rss(t: &mut Table) {
         format!("{:.1} MiB", mib(left)),
         Some(left <= 8 * 1024),
     );
-    let _ = sh;
+}
+
+/// The caller's side, run as nobody: `calls` RuntimeStatus calls one after
+/// another. Prints each call's time in µs.
+pub async fn runtime_status_each(calls: usize) {
+    let conn = zbus::Connection::system().await.expect("system bus");
+    for _ in 0..calls {
+        let t0 = Instant::now();
+        conn.call_method(
+            Some(BUS_NAME),
+            MANAGER_PATH,
+            Some(MANAGER_INTERFACE),
+            "RuntimeStatus",
+            &(),
+        )
+        .await
+        .expect("RuntimeStatus");
+        println!("{}", t0.elapsed().as_micros());
+    }
+}
+
+/// The caller's side, run as nobody: `calls` RuntimeStatus calls at once,
+/// over connections of at most 100 calls each (dbus-daemon lets one
+/// connection wait on 128 replies). Prints each call's time in µs.
+pub async fn runtime_status_flood(calls: usize) {
+    let mut conns = Vec::new();
+    for _ in 0..calls.div_ceil(100) {
+        conns.push(zbus::Connection::system().await.expect("system bus"));
+    }
+    let one = |i: usize| {
+        let conn = conns[i / 100].clone();
+        async move {
+            let t0 = Instant::now();
+            conn.call_method(
+                Some(BUS_NAME),
+                MANAGER_PATH,
+                Some(MANAGER_INTERFACE),
+                "RuntimeStatus",
+                &(),
+            )
+            .await
+            .expect("RuntimeStatus");
+            t0.elapsed()
+        }
+    };
+    for d in futures_util::future::join_all((0..calls).map(one)).await {
+        println!("{}", d.as_micros());
+    }
+}
+
+/// Where the flood's network and its plugin's log live.
+const FLOOD_DIR: &str = "/run/podscope-bench/flood";
+const FIXTURE_BIN: &str = "/usr/local/lib/podscope-test/cni";
+
+/// 200 RuntimeStatus calls at once from nobody, with a 1.1.0 network whose
+/// plugin logs each STATUS: how many plugin runs they caused, and their
+/// latency.
+pub fn runtime_status_flood_row(t: &mut Table) {
+    let log = format!("{FLOOD_DIR}/fixture.log");
+    std::fs::create_dir_all(FLOOD_DIR).unwrap();
+    let _ = std::fs::remove_file(&log);
+    std::fs::write(
+        format!("{FLOOD_DIR}/10-flood.conflist"),
+        format!(
+            r#"{{"cniVersion":"1.1.0","name":"flood","plugins":[{{"type":"podscope-fixture","mode":"ok","ip":"10.96.9.2/24","log":"{log}"}}]}}"#
+        ),
+    )
+    .unwrap();
+    let config = "/etc/podscope/podscope.toml";
+    let saved = std::fs::read_to_string(config).unwrap_or_default();
+    std::fs::write(
+        config,
+        format!(
+            "cni_conf_dir = \"{FLOOD_DIR}\"\ncni_bin_dirs = [\"{FIXTURE_BIN}\", \"/usr/lib/cni\"]\n"
+        ),
+    )
+    .unwrap();
+    sh("systemctl restart podscoped");
+    // Past the STATUS answer the start may have cached.
+    std::thread::sleep(Duration::from_millis(3500));
+    let statuses = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("STATUS "))
+            .count()
+    };
+    let before = statuses();
+    let me = std::env::current_exe().unwrap();
+    let t0 = Instant::now();
+    let out = sh(&format!(
+        "{AS_NOBODY} {} as-caller runtime-status 200",
+        me.display()
+    ));
+    let took = t0.elapsed();
+    let runs = statuses() - before;
+    let each = sh(&format!(
+        "{AS_NOBODY} {} as-caller runtime-status-each 200",
+        me.display()
+    ));
+    std::fs::write(config, saved).unwrap();
+    sh("systemctl restart podscoped");
+    let times = |out: &str| -> Vec<Duration> {
+        out.lines()
+            .map(|l| Duration::from_micros(l.trim().parse().unwrap()))
+            .collect()
+    };
+    let (mut burst, mut each) = (times(&out), times(&each));
+    assert_eq!((burst.len(), each.len()), (200, 200));
+    // One STATUS answer stands 3 s: the flood may straddle two periods.
+    let periods = 1 + took.as_millis() as usize / 3000;
+    t.add(
+        "RuntimeStatus flood (200 at once, nobody): plugin runs",
+        &format!("<= {periods}"),
+        format!("{runs}"),
+        Some(runs <= periods),
+    );
+    // All 200 pass through dbus-daemon, one broker, at once: a call's time
+    // in the burst is mostly its place in that queue.
+    let p50 = crate::pct(&mut burst, 0.5);
+    t.add(
+        "RuntimeStatus flood: p50 of the 200 at once",
+        "report",
+        crate::ms(p50),
+        None,
+    );
+    t.add_within(
+        "RuntimeStatus from nobody, one at a time: p50",
+        crate::pct(&mut each, 0.5),
+        Duration::from_millis(1),
+    );
 }

@@ -243,6 +243,7 @@ async fn main() {
     }
     if run("abuse") {
         abuse::big_args_rss(&mut t);
+        abuse::runtime_status_flood_row(&mut t);
     }
     if run("alive") {
         alive(&mut t).await;
@@ -265,6 +266,8 @@ async fn as_caller(args: &[String]) {
     match args.first().map(String::as_str) {
         Some("big-args") => abuse::big_args(n(1), n(2)).await,
         Some("waits") => abuse::waits(&args[1], n(2)).await,
+        Some("runtime-status") => abuse::runtime_status_flood(n(1)).await,
+        Some("runtime-status-each") => abuse::runtime_status_each(n(1)).await,
         other => panic!("as-caller: unknown {other:?}"),
     }
 }
