@@ -264,5 +264,13 @@ fn main() {
             exit(1);
         }
         println!("{pid}");
+        let _ = std::io::stdout().flush();
+        // Stay until the caller closes our stdin: while we live, the init
+        // is our child and its PID cannot be reused (a dead init stays a
+        // zombie until we exit), so the caller can open a pidfd for it
+        // that names the init for sure. With no reader (stdin at EOF) we
+        // leave at once.
+        let mut buf = [0u8; 64];
+        while libc::read(0, buf.as_mut_ptr().cast(), buf.len()) > 0 {}
     }
 }

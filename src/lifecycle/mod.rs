@@ -213,11 +213,3 @@ impl<S: SystemdClient> Lifecycle<S> {
         Ok(())
     }
 }
-
-fn kill_pid(pid: u32) {
-    debug!(pid, "killing podscope-init after a failed start");
-    // SAFETY: kill(2) on a PID we spawned and that no scope has adopted.
-    unsafe {
-        libc::kill(pid as libc::pid_t, libc::SIGKILL);
-    }
-}

@@ -83,14 +83,23 @@ impl<S: SystemdClient> Lifecycle<S> {
             next.hostname_path = hostname;
         }
         timings.network = laps.lap();
-        let pid = init_spawn::spawn_init(
+        let init = init_spawn::spawn_init(
             &self.settings.init_path,
             &next,
             self.settings.start_timeout(),
         )
         .await
         .with_context(|| ctx("spawn podscope-init"))?;
+        let pid = init.pid;
         timings.init = laps.lap();
+        // Its PID goes to systemd only while the pidfd says it is the
+        // init's: a PID of a dead init may already name another process.
+        if !init.alive() {
+            return Err(Error::internal(format!(
+                "{}: podscope-init (PID {pid}) exited before its scope was made",
+                ctx("spawn podscope-init")
+            )));
+        }
         let props = self.scope_properties(&next, pid);
         if let Err(e) = self
             .systemd
@@ -98,7 +107,8 @@ impl<S: SystemdClient> Lifecycle<S> {
             .await
         {
             // Undo: the init is ours alone until the scope holds it.
-            kill_pid(pid);
+            debug!(pid, "killing podscope-init after a failed start");
+            init.kill();
             let _ = self
                 .systemd
                 .stop_unit(&unit, self.settings.stop_timeout())
