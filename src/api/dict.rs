@@ -149,15 +149,26 @@ fn integer(v: &Value<'_>) -> Option<i128> {
     })
 }
 
+/// Why `s` is refused, if it is longer than any podscope string may be.
+fn too_long(s: &str) -> Option<String> {
+    (s.len() > STRING_MAX).then(|| format!("a string of {} bytes, more than {STRING_MAX}", s.len()))
+}
+
 /// `s`, unless it is longer than any podscope string may be.
 fn bounded(s: &str) -> Result<&str, DecodeError> {
-    if s.len() > STRING_MAX {
-        return Err(de::Error::custom(format_args!(
-            "a string of {} bytes, more than {STRING_MAX}",
-            s.len()
-        )));
+    match too_long(s) {
+        Some(why) => Err(de::Error::custom(why)),
+        None => Ok(s),
     }
-    Ok(s)
+}
+
+/// A plain string argument (not in a dictionary), copied only once it is
+/// known to fit `STRING_MAX`; its own bound is checked with the rest.
+pub fn owned_arg(field: &str, s: &str) -> Result<String, Error> {
+    match too_long(s) {
+        Some(why) => Err(Error::invalid(field, why)),
+        None => Ok(s.to_owned()),
+    }
 }
 
 /// One value.

@@ -4,7 +4,7 @@
 use super::errors::BusError;
 use super::Service;
 use crate::api::{
-    self, dict::STRING_MAX, from_dict, Condition, CreateOptions, DictArg, PodMetadata, RuntimeInfo,
+    self, dict::owned_arg, from_dict, Condition, CreateOptions, DictArg, PodMetadata, RuntimeInfo,
     SandboxStatus, SandboxSummary,
 };
 use crate::error::Error;
@@ -17,18 +17,6 @@ use zbus::zvariant::{ObjectPath, OwnedObjectPath};
 
 pub struct Manager {
     pub service: Arc<Service>,
-}
-
-/// A metadata argument, copied only once it is known not to be huge (its
-/// real bound is checked with the rest of the config).
-fn metadata(field: &str, s: &str) -> Result<String, Error> {
-    if s.len() > STRING_MAX {
-        return Err(Error::invalid(
-            field,
-            format!("{} bytes, more than {STRING_MAX}", s.len()),
-        ));
-    }
-    Ok(s.to_owned())
 }
 
 /// List's filter as the lifecycle's query; the id prefix is checked here.
@@ -63,9 +51,9 @@ impl Manager {
         // copied before it is known to fit (`dict::STRING_MAX`).
         let options: CreateOptions = from_dict(None, &options)?;
         let meta = PodMetadata {
-            name: metadata("name", name)?,
-            namespace: metadata("namespace", namespace)?,
-            uid: metadata("uid", uid)?,
+            name: owned_arg("name", name)?,
+            namespace: owned_arg("namespace", namespace)?,
+            uid: owned_arg("uid", uid)?,
             attempt,
         };
         self.service.create(&hdr, meta, options).await

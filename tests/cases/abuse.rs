@@ -140,14 +140,7 @@ async fn a_flood_of_checks_is_capped_per_user_and_root_goes_first() {
         let (m, _) = manager().await;
         let id = create_started(&m, "checks", host_net()).await;
         let victim = create_started(&m, "checks", host_net()).await;
-        struct Thaw;
-        impl Drop for Thaw {
-            fn drop(&mut self) {
-                sh_status("systemctl kill -s CONT polkit.service");
-            }
-        }
-        let _thaw = Thaw;
-        sh("systemctl start polkit.service && systemctl kill -s STOP polkit.service");
+        let stalled = StalledPolkit::new();
         let cmd = format!(
             "bash -c 'for i in $(seq 40); do dbus-send --system --print-reply \
                  --reply-timeout=60000 --dest=org.podscope.Sandbox1 /org/podscope/Sandbox1 \
@@ -158,7 +151,7 @@ async fn a_flood_of_checks_is_capped_per_user_and_root_goes_first() {
         // Root's call needs no polkit: answered while the flood waits.
         m.stop(&victim).await.unwrap();
         let (_, out, _) = flood.join().unwrap();
-        sh("systemctl kill -s CONT polkit.service");
+        drop(stalled);
         let count = |what: &str| out.lines().filter(|l| l.contains(what)).count();
         assert_eq!(
             count("LimitsExceeded"),

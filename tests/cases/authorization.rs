@@ -328,18 +328,11 @@ async fn a_stalled_polkit_denies_in_time() {
     with_config("polkit_timeout_ms = 1000\n", || async {
         let (m, _) = manager().await;
         let id = create_started(&m, "stall", CreateOptions::default()).await;
-        struct Thaw;
-        impl Drop for Thaw {
-            fn drop(&mut self) {
-                sh_status("systemctl kill -s CONT polkit.service");
-            }
-        }
-        let _thaw = Thaw;
-        sh("systemctl start polkit.service && systemctl kill -s STOP polkit.service");
+        let stalled = StalledPolkit::new();
         // podscopectl waits up to 120 s for an answer: the denial comes
         // from podscoped's own limit.
         let (rc, _, err) = as_nobody(&format!("podscopectl --no-ask-password stop {id}"));
-        sh("systemctl kill -s CONT polkit.service");
+        drop(stalled);
         assert_ne!(rc, 0);
         assert!(
             err.contains("polkit did not answer within 1000 ms"),

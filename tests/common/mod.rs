@@ -499,3 +499,20 @@ pub async fn remove_tagged(m: &Client, tag: &str) {
         m.remove(&d.id).await.unwrap();
     }
 }
+
+/// polkitd stopped (SIGSTOP: it takes calls and answers none) until this
+/// is dropped, also when an assertion fails first.
+pub struct StalledPolkit;
+
+impl StalledPolkit {
+    pub fn new() -> Self {
+        sh("systemctl start polkit.service && systemctl kill -s STOP polkit.service");
+        StalledPolkit
+    }
+}
+
+impl Drop for StalledPolkit {
+    fn drop(&mut self) {
+        sh_status("systemctl kill -s CONT polkit.service");
+    }
+}

@@ -14,6 +14,42 @@ const BIG_ARG: usize = 32 * 1024 * 1024 - 64 * 1024;
 
 const AS_NOBODY: &str = "setpriv --reuid=nobody --regid=nogroup --clear-groups";
 
+/// One Manager call, as the hostile caller makes it.
+async fn call<B>(conn: &zbus::Connection, member: &str, body: &B) -> zbus::Result<zbus::Message>
+where
+    B: serde::Serialize + zbus::zvariant::DynamicType,
+{
+    conn.call_method(
+        Some(BUS_NAME),
+        MANAGER_PATH,
+        Some(MANAGER_INTERFACE),
+        member,
+        body,
+    )
+    .await
+}
+
+/// How a call was answered: "ok", the error's D-Bus name, or what failed
+/// on the way.
+fn answer(r: zbus::Result<zbus::Message>) -> String {
+    match r {
+        Ok(_) => "ok".to_owned(),
+        Err(zbus::Error::MethodError(n, _, _)) => n.to_string(),
+        Err(e) => format!("transport: {e}"),
+    }
+}
+
+/// Print how many calls got each answer, one "<count> <answer>" a line.
+fn print_counts(answers: impl IntoIterator<Item = String>) {
+    let mut counts = HashMap::<String, usize>::new();
+    for a in answers {
+        *counts.entry(a).or_default() += 1;
+    }
+    for (a, n) in counts {
+        println!("{n} {a}");
+    }
+}
+
 /// The caller's side, run as nobody: `calls` Creates whose options carry
 /// one annotation of `BIG_ARG` bytes, `parallel` at a time. Prints how
 /// each was answered (error name → count).
@@ -21,61 +57,26 @@ pub async fn big_args(calls: usize, parallel: usize) {
     let conn = zbus::Connection::system().await.expect("system bus");
     let value = "x".repeat(BIG_ARG);
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let answers = std::sync::Mutex::new(HashMap::<String, usize>::new());
     let one = || async {
+        let mut answers = Vec::new();
         while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < calls {
             let annotations = HashMap::from([("x", value.as_str())]);
             let options = HashMap::from([("annotations", Value::from(annotations))]);
-            let r = conn
-                .call_method(
-                    Some(BUS_NAME),
-                    MANAGER_PATH,
-                    Some(MANAGER_INTERFACE),
-                    "Create",
-                    &("big", "abuse", "u", 0u32, options),
-                )
-                .await;
-            let name = match r {
-                Ok(_) => "ok".to_owned(),
-                Err(zbus::Error::MethodError(n, _, _)) => n.to_string(),
-                Err(e) => format!("transport: {e}"),
-            };
-            *answers.lock().unwrap().entry(name).or_default() += 1;
+            let body = ("big", "abuse", "u", 0u32, options);
+            answers.push(answer(call(&conn, "Create", &body).await));
         }
+        answers
     };
-    futures_util::future::join_all((0..parallel).map(|_| one())).await;
-    for (name, n) in answers.into_inner().unwrap() {
-        println!("{n} {name}");
-    }
+    let answers = futures_util::future::join_all((0..parallel).map(|_| one())).await;
+    print_counts(answers.into_iter().flatten());
 }
 
 /// The caller's side, run as nobody: `calls` Waits on sandbox `id`, all at
 /// once, on one connection. Prints how each was answered.
 pub async fn waits(id: &str, calls: usize) {
     let conn = zbus::Connection::system().await.expect("system bus");
-    let one = || async {
-        let r = conn
-            .call_method(
-                Some(BUS_NAME),
-                MANAGER_PATH,
-                Some(MANAGER_INTERFACE),
-                "Wait",
-                &(id,),
-            )
-            .await;
-        match r {
-            Ok(_) => "ok".to_owned(),
-            Err(zbus::Error::MethodError(n, _, _)) => n.to_string(),
-            Err(e) => format!("transport: {e}"),
-        }
-    };
-    let mut answers = HashMap::<String, usize>::new();
-    for a in futures_util::future::join_all((0..calls).map(|_| one())).await {
-        *answers.entry(a).or_default() += 1;
-    }
-    for (name, n) in answers {
-        println!("{n} {name}");
-    }
+    let one = || async { answer(call(&conn, "Wait", &(id,)).await) };
+    print_counts(futures_util::future::join_all((0..calls).map(|_| one())).await);
 }
 
 /// Daemon RSS (KiB) sampled every 5 ms while `cmd` runs: (peak, after).
@@ -147,22 +148,21 @@ pub fn big_args_rss(t: &mut Table) {
     );
 }
 
+/// One RuntimeStatus call on `conn`: how long it took.
+async fn timed_runtime_status(conn: &zbus::Connection) -> Duration {
+    let t0 = Instant::now();
+    call(conn, "RuntimeStatus", &())
+        .await
+        .expect("RuntimeStatus");
+    t0.elapsed()
+}
+
 /// The caller's side, run as nobody: `calls` RuntimeStatus calls one after
 /// another. Prints each call's time in µs.
 pub async fn runtime_status_each(calls: usize) {
     let conn = zbus::Connection::system().await.expect("system bus");
     for _ in 0..calls {
-        let t0 = Instant::now();
-        conn.call_method(
-            Some(BUS_NAME),
-            MANAGER_PATH,
-            Some(MANAGER_INTERFACE),
-            "RuntimeStatus",
-            &(),
-        )
-        .await
-        .expect("RuntimeStatus");
-        println!("{}", t0.elapsed().as_micros());
+        println!("{}", timed_runtime_status(&conn).await.as_micros());
     }
 }
 
@@ -174,23 +174,8 @@ pub async fn runtime_status_flood(calls: usize) {
     for _ in 0..calls.div_ceil(100) {
         conns.push(zbus::Connection::system().await.expect("system bus"));
     }
-    let one = |i: usize| {
-        let conn = conns[i / 100].clone();
-        async move {
-            let t0 = Instant::now();
-            conn.call_method(
-                Some(BUS_NAME),
-                MANAGER_PATH,
-                Some(MANAGER_INTERFACE),
-                "RuntimeStatus",
-                &(),
-            )
-            .await
-            .expect("RuntimeStatus");
-            t0.elapsed()
-        }
-    };
-    for d in futures_util::future::join_all((0..calls).map(one)).await {
+    let times = (0..calls).map(|i| timed_runtime_status(&conns[i / 100]));
+    for d in futures_util::future::join_all(times).await {
         println!("{}", d.as_micros());
     }
 }
