@@ -2,10 +2,12 @@
 #
 #   make            build release binaries
 #   make install    install (honours DESTDIR, PREFIX, LIBEXECDIR, UNITDIR, ...)
-#   make check      every test: fmt, clippy, unit tests, integration tests in a
+#   make check      every test: fmt, clippy, unit tests, a short fuzzing pass,
+#                   integration tests (a kill at every step among them) in a
 #                   private systemd (tests/harness), installing what it needs,
 #                   the packages built, installed, upgraded and purged there,
 #                   then conformance; each suite's time is printed
+#   make fuzz       the property-based fuzzers, long (FUZZ_CASES=)
 #   make conformance  crictl and critest (CRICTL=, CRITEST=) against the
 #                   installed podscope-cri, in the harness
 #   make demo       a pod created, inspected with systemctl/busctl, stopped, removed
@@ -50,7 +52,7 @@ MAN1 := man/podscopectl.1
 MAN5 := man/podscope.toml.5
 MAN8 := man/podscoped.8 man/podscope-cri.8
 
-.PHONY: all build install uninstall deps check lint unit integration packaging conformance demo bench deb rpm clean
+.PHONY: all build install uninstall deps check lint unit fuzz-short fuzz integration packaging conformance demo bench deb rpm clean
 
 all: build
 
@@ -112,12 +114,23 @@ lint: deps
 unit: deps
 	$(TIMED) unit $(CARGO) test --locked --lib --bins
 
+# Property-based fuzzing of every parser of outside input (src/fuzz.rs):
+# FUZZ_CASES inputs per target. `make check` runs a short pass on the unit
+# tests' build; `make fuzz` a long one, optimised.
+CHECK_FUZZ_CASES ?= 30000
+FUZZ_CASES ?= 1000000
+fuzz-short: deps
+	FUZZ_CASES=$(CHECK_FUZZ_CASES) $(TIMED) fuzz $(CARGO) test --locked --lib fuzz::
+
+fuzz: deps
+	FUZZ_CASES=$(FUZZ_CASES) $(TIMED) fuzz $(CARGO) test --locked --release --lib fuzz::
+
 # Integration tests run inside a private systemd with the project installed
 # by `make install`, exactly as a packager would.
 integration: deps build
 	$(TIMED) integration tests/harness/run-integration.sh
 
-check: lint unit integration packaging conformance
+check: lint unit fuzz-short integration packaging conformance
 
 # crictl and critest against podscope-cri as installed, in the harness: a
 # missing tool fails here, before anything boots.
@@ -141,8 +154,12 @@ packaging: deps build
 demo: deps build
 	CRICTL="$(CRICTL)" tests/harness/harness.sh run tests/harness/demo.sh
 
+# The failpoints row kills a podscoped built with the `failpoints` feature
+# (never installed; the same build the integration tests use).
 bench: deps build
-	CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" tests/harness/harness.sh run $(RELEASE)/podscope-bench
+	$(CARGO) build --locked --features harness-tests,failpoints --bin podscoped
+	FAILPOINT_DAEMON=$(abspath target/debug/podscoped) CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" \
+	  tests/harness/harness.sh run $(RELEASE)/podscope-bench
 
 # Binary packages, built from packaging/ into target/deb and target/rpm.
 deb: deps build

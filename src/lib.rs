@@ -7,6 +7,9 @@ pub mod cni;
 pub mod cri;
 pub mod domain;
 pub mod error;
+pub mod failpoint;
+#[cfg(test)]
+mod fuzz;
 pub mod init_spawn;
 pub mod lifecycle;
 pub mod logging;

@@ -96,13 +96,6 @@ impl HeldNetns {
             .map_err(|_| io::Error::other("the namespace thread panicked"))?
     }
 
-    /// The namespace pinned at `pin`; None when nothing is pinned there
-    /// (the unit was stopped: an empty file, or nothing, is left).
-    pub fn open(pin: &str) -> Option<HeldNetns> {
-        let file = std::fs::File::open(pin).ok()?;
-        is_netns(&file).then_some(HeldNetns(file))
-    }
-
     pub fn path(&self) -> String {
         format!("/proc/{}/fd/{}", std::process::id(), self.0.as_raw_fd())
     }
@@ -256,9 +249,7 @@ mod tests {
         );
         let plain = std::fs::File::open("/proc/self/status").unwrap();
         assert!(!is_netns(&plain));
-        assert!(HeldNetns::open("/nonexistent/podscope").is_none());
-        assert!(HeldNetns::open("/proc/self/status").is_none());
-        let held = HeldNetns::open("/proc/self/ns/net").unwrap();
+        let held = HeldNetns(net);
         assert!(held
             .path()
             .starts_with(&format!("/proc/{}/fd/", std::process::id())));

@@ -38,7 +38,7 @@ pub fn private_file(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
-const MAGIC: &str = "podscope-checkpoint 1 sha256:";
+pub(crate) const MAGIC: &str = "podscope-checkpoint 1 sha256:";
 const CHECKPOINT: &str = "checkpoint";
 const CHECKPOINT_TMP: &str = "checkpoint.tmp";
 

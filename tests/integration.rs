@@ -19,10 +19,14 @@ mod clients;
 mod common;
 #[path = "cases/cri.rs"]
 mod cri;
+#[path = "cases/failpoints.rs"]
+mod failpoints;
 #[path = "cases/lifecycle.rs"]
 mod lifecycle;
 #[path = "cases/network.rs"]
 mod network;
+#[path = "cases/races.rs"]
+mod races;
 #[path = "cases/recovery.rs"]
 mod recovery;
 #[path = "cases/validation.rs"]

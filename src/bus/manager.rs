@@ -20,7 +20,7 @@ pub struct Manager {
 }
 
 /// List's filter as the lifecycle's query; the id prefix is checked here.
-fn list_filter(filter: &DictArg<'_>) -> Result<ListFilter, Error> {
+pub(crate) fn list_filter(filter: &DictArg<'_>) -> Result<ListFilter, Error> {
     let f: api::ListFilter = from_dict(Some("filter"), filter)?;
     if let Some(p) = &f.id {
         crate::domain::id::validate_prefix(p).map_err(|e| e.context("filter"))?;

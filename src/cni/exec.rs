@@ -201,23 +201,22 @@ pub async fn run(bin: &Path, inv: &Invocation<'_>, stdin: &[u8]) -> Result<Outpu
     if !status.success() {
         return Err(fail(plugin_error_message(&status, &stdout, &stderr)));
     }
-    let text = String::from_utf8_lossy(&stdout);
+    let value = plugin_output(inv.command.as_str(), &stdout).map_err(fail)?;
+    Ok(Output { value, elapsed })
+}
+
+/// A successful plugin's stdout: a JSON object, or nothing at all.
+pub fn plugin_output(command: &str, stdout: &[u8]) -> std::result::Result<Option<Value>, String> {
+    let text = String::from_utf8_lossy(stdout);
     if text.trim().is_empty() {
-        return Ok(Output {
-            value: None,
-            elapsed,
-        });
+        return Ok(None);
     }
     match serde_json::from_str::<Value>(&text) {
-        Ok(v @ Value::Object(_)) => Ok(Output {
-            value: Some(v),
-            elapsed,
-        }),
-        Ok(_) | Err(_) => Err(fail(format!(
-            "{} printed output that is not a CNI result: {}",
-            inv.command.as_str(),
+        Ok(v @ Value::Object(_)) => Ok(Some(v)),
+        Ok(_) | Err(_) => Err(format!(
+            "{command} printed output that is not a CNI result: {}",
             excerpt(&text)
-        ))),
+        )),
     }
 }
 

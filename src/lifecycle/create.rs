@@ -31,6 +31,7 @@ impl<S: SystemdClient> Lifecycle<S> {
             let _ = self.store.delete(&id);
             return Err(e.context(format!("create sandbox {pod}")));
         }
+        failpoint::hit(failpoint::CREATE_SAVED);
         let mut timings = CreateTimings {
             checkpoint: laps.lap(),
             ..Default::default()
@@ -53,6 +54,7 @@ impl<S: SystemdClient> Lifecycle<S> {
         }
         let entry = Entry::new(sandbox);
         self.registry.insert(entry.clone());
+        failpoint::hit(failpoint::CREATE_DONE);
         timings.total = laps.total();
         timings.log(&id, &pod);
         self.emit(Event::Created(id));
@@ -72,6 +74,7 @@ impl<S: SystemdClient> Lifecycle<S> {
         }
         let (resolv, hostname) = pod_files::write(&self.settings.run_dir, sb)
             .with_context(|| format!("sandbox {id}: create: pod files"))?;
+        failpoint::hit(failpoint::CREATE_FILES_WRITTEN);
         sb.resolv_conf_path = resolv;
         sb.hostname_path = hostname;
         self.store

@@ -30,6 +30,7 @@ use crate::domain::sandbox::{
 };
 use crate::domain::{slice, Resources, Sandbox, SandboxConfig, SandboxId, State};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
+use crate::failpoint;
 use crate::init_spawn;
 use crate::machined::Machined;
 use crate::netns::{Handoffs, HeldNetns};

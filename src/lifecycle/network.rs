@@ -11,6 +11,7 @@ use crate::domain::network::{capability_args, cni_args};
 use crate::domain::sandbox::{netns_unit_name, now_usec, PodNetwork};
 use crate::domain::{Sandbox, SandboxId, State};
 use crate::error::{Result, ResultExt};
+use crate::failpoint;
 use crate::logging::event;
 use crate::systemd::SystemdClient;
 use std::time::Instant;
@@ -59,6 +60,7 @@ impl<S: SystemdClient> Lifecycle<S> {
         };
         let _no_gc = self.gc_lock.read().await;
         self.attachments.save(&att).with_context(ctx)?;
+        failpoint::hit(failpoint::CREATE_ATTACHMENT_SAVED);
         let t_add = Instant::now();
         let mut run = att.clone();
         if let Some(path) = &netns {
@@ -75,6 +77,7 @@ impl<S: SystemdClient> Lifecycle<S> {
             }
         };
         let add_time = t_add.elapsed();
+        failpoint::hit(failpoint::CREATE_ADDED);
         let mut result = added.result;
         if let Some(path) = &netns {
             // Recorded as if ADD had run at the pin, where CHECK and DEL
@@ -86,6 +89,7 @@ impl<S: SystemdClient> Lifecycle<S> {
             let _ = self.detach_network(&sb.id).await;
             return Err(e.context(ctx()));
         }
+        failpoint::hit(failpoint::CREATE_NETWORK_RECORDED);
         let result = att.result.as_ref().expect("just set");
         let net = PodNetwork {
             attached: true,
@@ -133,6 +137,7 @@ impl<S: SystemdClient> Lifecycle<S> {
         }
         match self.cni.del(&run).await {
             Ok(plugin_times) => {
+                failpoint::hit(failpoint::STOP_DEL_RAN);
                 self.attachments
                     .delete(id)
                     .with_context(|| format!("sandbox {id}: network teardown"))?;
@@ -197,6 +202,7 @@ impl<S: SystemdClient> Lifecycle<S> {
             warn!(sandbox_id = %id, "sandbox {id}: network attachment without a live sandbox: running CNI DEL");
             match self.detach_network(&id).await {
                 Ok(()) => {
+                    failpoint::hit(failpoint::RECONCILE_DELETED);
                     // Recovery kept the namespace for this DEL; a sandbox
                     // that is not ready (or gone) has no use for it now.
                     let keep_netns = live.is_some_and(|(state, _)| state != State::NotReady);
@@ -210,6 +216,7 @@ impl<S: SystemdClient> Lifecycle<S> {
                             warn!(sandbox_id = %id, unit = %unit, "sandbox {id}: stopping {unit} after its DEL: {e}");
                         }
                     }
+                    failpoint::hit(failpoint::RECONCILE_NETNS_STOPPED);
                     if let Some(e) = &entry {
                         let mut next = e.snapshot();
                         next.network = PodNetwork::default();

@@ -61,20 +61,33 @@ impl<S: SystemdClient> Lifecycle<S> {
             let active = |units: &HashMap<String, String>, u: &str| {
                 units.get(u).is_some_and(|s| is_active(s))
             };
+            let owes_del = self.attachments.exists(&sb.id);
             let plan = recovery_plan(
                 sb.state,
                 active(&units, &unit),
                 active(&netns_units, &netns),
-                self.attachments.exists(&sb.id),
+                owes_del,
             );
+            let mut changed = false;
             if plan.mark_not_ready {
                 sb.mark_not_ready("scope ended while podscoped was not running", now_usec());
-                // Not fatal: the next start decides the same from the old
-                // record, and the other pods must be served meanwhile.
-                if let Err(e) = self.store.save(&sb) {
-                    tracing::error!(sandbox_id = %sb.id, "sandbox {}: recording it not ready: {e}", sb.id);
-                }
                 info!(sandbox_id = %sb.id, unit = %unit, "sandbox {}: scope ended while podscoped was down; not ready", sb.id);
+                changed = true;
+            }
+            if sb.network.attached && !owes_del {
+                // The attachment is written before ADD and removed only
+                // after a DEL: without it, a DEL finished just before the
+                // daemon died and the record had not caught up.
+                info!(sandbox_id = %sb.id, "sandbox {}: its network was detached before podscoped stopped; recorded now", sb.id);
+                sb.network_detached();
+                changed = true;
+            }
+            // Not fatal: the next start decides the same from the old
+            // record, and the other pods must be served meanwhile.
+            if changed {
+                if let Err(e) = self.store.save(&sb) {
+                    tracing::error!(sandbox_id = %sb.id, "sandbox {}: recording what recovery found: {e}", sb.id);
+                }
             }
             if plan.stop_scope {
                 warn!(sandbox_id = %sb.id, unit = %unit, state = %sb.state,

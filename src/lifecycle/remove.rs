@@ -21,12 +21,17 @@ impl<S: SystemdClient> Lifecycle<S> {
             }
             Err(e) => return Err(e),
         }
-        self.store
-            .delete(&id)
-            .with_context(|| format!("sandbox {id}: remove: delete state"))?;
+        failpoint::hit(failpoint::REMOVE_STOPPED);
+        // The files before the record: a crash in between leaves a record
+        // (Remove is retried), never files that nothing owns.
         if let Err(e) = pod_files::remove(&self.settings.run_dir, &id) {
             warn!(sandbox_id = %id, "sandbox {id}: {e}");
         }
+        failpoint::hit(failpoint::REMOVE_FILES_REMOVED);
+        self.store
+            .delete(&id)
+            .with_context(|| format!("sandbox {id}: remove: delete state"))?;
+        failpoint::hit(failpoint::REMOVE_DONE);
         entry.mark_removed();
         self.registry.remove(&id);
         info!(event = crate::logging::event::REMOVED, sandbox_id = %id, "sandbox {id} removed");

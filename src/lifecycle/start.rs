@@ -32,6 +32,7 @@ impl<S: SystemdClient> Lifecycle<S> {
                     self.fail_start(entry, &e).await;
                     return Err(e);
                 }
+                failpoint::hit(failpoint::START_DONE);
                 timings.total = laps.total();
                 timings.log(&sb.id, &unit, pid);
                 self.emit(Event::Changed(sb.id.clone()));
@@ -83,6 +84,7 @@ impl<S: SystemdClient> Lifecycle<S> {
             next.hostname_path = hostname;
         }
         timings.network = laps.lap();
+        failpoint::hit(failpoint::START_NETWORK_READY);
         let init = init_spawn::spawn_init(
             &self.settings.init_path,
             &next,
@@ -92,6 +94,7 @@ impl<S: SystemdClient> Lifecycle<S> {
         .with_context(|| ctx("spawn podscope-init"))?;
         let pid = init.pid;
         timings.init = laps.lap();
+        failpoint::hit(failpoint::START_INIT_SPAWNED);
         // Its PID goes to systemd only while the pidfd says it is the
         // init's: a PID of a dead init may already name another process.
         if !init.alive() {
@@ -116,11 +119,13 @@ impl<S: SystemdClient> Lifecycle<S> {
             return Err(e.context(ctx("create scope")));
         }
         timings.scope = laps.lap();
+        failpoint::hit(failpoint::START_SCOPE_MADE);
         next.mark_ready(pid, now_usec());
         // Recorded with the Ready checkpoint, so Stop knows what to
         // unregister even after a daemon restart.
         next.machine = self.machined.register(&next).await;
         timings.machine = laps.lap();
+        failpoint::hit(failpoint::START_MACHINE_REGISTERED);
         Ok((next, timings))
     }
 

@@ -28,45 +28,30 @@ impl<S: SystemdClient> Lifecycle<S> {
         if sb.state == State::Ready {
             // Before the scope goes, so machined never shows a dead pod.
             self.machined.unregister(&sb).await;
+            failpoint::hit(failpoint::STOP_MACHINE_UNREGISTERED);
             self.stop_scope(&sb.id, &unit).await?;
+            failpoint::hit(failpoint::STOP_SCOPE_STOPPED);
         }
         let t_scope = laps.lap();
         // DEL runs in the namespace, as plugins that move host devices in
-        // and out need; the daemon holds it open meanwhile, so its pin can
-        // be released at the same time (the netns unit's stop is a process
-        // systemd starts: a cgroup migration and an exec, ~10-20 ms on a
-        // small node, no longer added to DEL's time).
-        let held = if owes_del && sb.has_netns() {
-            HeldNetns::open(&sb.netns_path())
+        // and out need, and the pin is released only after it: were the
+        // daemon killed during DEL, the DEL owed at its next start would
+        // otherwise find the namespace gone.
+        let net = if owes_del {
+            self.detach_network(&sb.id).await
         } else {
-            None
+            Ok(())
         };
-        let del = async {
-            let t = Instant::now();
-            let r = if owes_del {
-                self.detach_network_in(&sb.id, held.as_ref().map(HeldNetns::path))
-                    .await
-            } else {
-                Ok(())
-            };
-            (r, t.elapsed())
-        };
-        let unpin = async {
-            let t = Instant::now();
-            let r = if sb.has_netns() {
-                let netns = sb.netns_unit();
-                self.systemd
-                    .stop_unit(&netns, self.settings.stop_timeout())
-                    .await
-                    .with_context(|| format!("sandbox {}: stop: stop {netns}", sb.id))
-            } else {
-                Ok(())
-            };
-            (r, t.elapsed())
-        };
-        let ((net, t_del), (unpinned, t_unpin)) = tokio::join!(del, unpin);
-        drop(held);
-        unpinned?;
+        let t_del = laps.lap();
+        if sb.has_netns() {
+            let netns = sb.netns_unit();
+            self.systemd
+                .stop_unit(&netns, self.settings.stop_timeout())
+                .await
+                .with_context(|| format!("sandbox {}: stop: stop {netns}", sb.id))?;
+        }
+        let t_unpin = laps.lap();
+        failpoint::hit(failpoint::STOP_DELETED);
         let mut next = sb.clone();
         next.mark_not_ready(reason, now_usec());
         match &net {
@@ -82,6 +67,7 @@ impl<S: SystemdClient> Lifecycle<S> {
             total: laps.total(),
         }
         .log(&sb.id, &unit);
+        failpoint::hit(failpoint::STOP_DONE);
         self.emit(Event::Changed(sb.id.clone()));
         net
     }

@@ -84,7 +84,7 @@ impl StartTimings {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StopTimings {
     pub scope: Duration,
-    /// CNI DEL (alongside the netns unit's stop).
+    /// CNI DEL (in the pinned namespace, before the netns unit's stop).
     pub network: Duration,
     /// The netns unit's stop.
     pub netns: Duration,

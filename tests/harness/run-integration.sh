@@ -4,7 +4,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 cd "$REPO"
-out=$(cargo test --locked --features harness-tests --test integration --no-run --message-format=json) \
+out=$(cargo test --locked --features harness-tests,failpoints --test integration --no-run --message-format=json) \
     || { echo "run-integration: building the integration tests failed" >&2; exit 1; }
 BIN=$(jq -r 'select(.reason == "compiler-artifact" and .target.name == "integration" and .executable != null) | .executable' <<<"$out" | tail -n1)
 [[ -n $BIN && -x $BIN ]] || { echo "run-integration: integration test binary not found" >&2; exit 1; }

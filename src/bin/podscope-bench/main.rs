@@ -5,6 +5,7 @@
 mod abuse;
 mod clients;
 mod crash;
+mod failpoints;
 
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
@@ -198,7 +199,7 @@ async fn remove_all(m: &Client) {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     // Sections to run (default: all): latency, network, cri, clients,
-    // alive, throughput.
+    // crash, abuse, failpoints, alive, throughput.
     let only: Vec<String> = std::env::args().skip(1).collect();
     if only.first().map(String::as_str) == Some("as-caller") {
         return as_caller(&only[1..]).await;
@@ -245,6 +246,9 @@ async fn main() {
         abuse::big_args_rss(&mut t);
         abuse::runtime_status_flood_row(&mut t);
     }
+    if run("failpoints") {
+        failpoints_row(&mut t).await;
+    }
     if run("alive") {
         alive(&mut t).await;
     }
@@ -257,6 +261,37 @@ async fn main() {
     println!(
         "\n{missed} of {} figures missed their target.",
         t.0.iter().filter(|r| r.ok.is_some()).count()
+    );
+}
+
+/// Kill at every failpoint, FAILPOINT_ROUNDS (5) rounds, with the
+/// failpoint build of podscoped that `make bench` names in
+/// FAILPOINT_DAEMON.
+async fn failpoints_row(t: &mut Table) {
+    let daemon = std::env::var("FAILPOINT_DAEMON").expect(
+        "FAILPOINT_DAEMON: a podscoped built with --features failpoints (make bench builds and names it)",
+    );
+    let rounds = std::env::var("FAILPOINT_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let t0 = Instant::now();
+    let report = failpoints::run(std::path::Path::new(&daemon), rounds).await;
+    for leak in &report.leaks {
+        eprintln!("bench: failpoints: leak: {leak}");
+    }
+    let all = podscope::failpoint::ALL.len();
+    t.add(
+        &format!("kill -9 at every failpoint × {rounds} rounds: leaks"),
+        &format!("0, all {all} covered"),
+        format!(
+            "{} leaks, {}/{all} covered, {} kills in {:.0} s",
+            report.leaks.len(),
+            report.covered.len(),
+            report.kills,
+            t0.elapsed().as_secs_f64()
+        ),
+        Some(report.leaks.is_empty() && report.covered.len() == all),
     );
 }
 

@@ -1,0 +1,519 @@
+//! Kill at every step: podscoped built with the `failpoints` feature is
+//! killed (SIGKILL, by itself) at each step boundary of Create, Start,
+//! Stop, Remove and the network reconciliation (`podscope::failpoint`),
+//! started again, and the node is checked: every unit, namespace, network
+//! attachment, IP lease, pod file directory and init process has a record
+//! that accounts for it, or is gone; ready pods have their files; every
+//! DEL ran in a live namespace. Then the pods are removed and nothing of
+//! them may be left.
+//!
+//! One source for both users: `make bench` (the "failpoints × 5 rounds"
+//! row) and the integration test `failpoints`, which includes this file.
+
+use podscope::api::{proxy::system_connection, Client, CreateOptions, ListFilter, PodMetadata};
+use podscope::domain::State;
+use podscope::failpoint;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Where the failpoint build is copied: podscoped's sandbox hides /home
+/// and /tmp, where checkouts live.
+const DAEMON_COPY: &str = "/usr/local/lib/podscope-test/podscoped-failpoints";
+const DROP_IN_DIR: &str = "/run/systemd/system/podscoped.service.d";
+const DROP_IN: &str = "/run/systemd/system/podscoped.service.d/50-failpoints.conf";
+/// Holds `PODSCOPE_FAILPOINT=<name>` while one is armed, nothing otherwise.
+const ARM_FILE: &str = "/run/podscope-test/failpoint.env";
+const CONF_DIR: &str = "/run/podscope-test/cni/failpoints";
+const FIXTURE_LOG: &str = "/run/podscope-test/cni/failpoints.log";
+const FIXTURE_BIN: &str = "/usr/local/lib/podscope-test/cni";
+const CONFIG: &str = "/etc/podscope/podscope.toml";
+const NETWORK: &str = "failpoints-net";
+const LABEL: &str = "failpoints";
+
+/// What the rounds found.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Failpoints seen to kill the daemon, at least once.
+    pub covered: BTreeSet<&'static str>,
+    /// Kills by a failpoint, over all rounds.
+    pub kills: usize,
+    /// Everything found without a record to account for it, or missing
+    /// where a record says it must be: "<failpoint>: <what>".
+    pub leaks: Vec<String>,
+}
+
+/// Run every failpoint `rounds` times with `daemon` (a podscoped built
+/// with the `failpoints` feature). Leaves podscoped running its installed
+/// build on the podscope.toml it had.
+pub async fn run(daemon: &Path, rounds: usize) -> Report {
+    let mut report = Report::default();
+    let guard = Setup::install(daemon);
+    for _ in 0..rounds {
+        for &name in failpoint::ALL {
+            let killed = scenario(name).await;
+            report.kills += killed.len();
+            report.covered.extend(killed);
+            let m = restart_clean().await;
+            let found = converged(&m).await;
+            report
+                .leaks
+                .extend(found.into_iter().map(|l| format!("{name}: {l}")));
+            // Finish what the kill interrupted: every pod removed, and
+            // nothing of them may remain.
+            let ids = remove_ours(&m).await;
+            let found = converged(&m).await;
+            report.leaks.extend(
+                found
+                    .into_iter()
+                    .map(|l| format!("{name}, after Remove: {l}")),
+            );
+            for id in &ids {
+                if !host_local_leases(id).is_empty() {
+                    report
+                        .leaks
+                        .push(format!("{name}, after Remove: IP lease of {id}"));
+                }
+            }
+        }
+    }
+    drop(guard);
+    report
+}
+
+/// The failpoint build installed with a drop-in that takes its failpoint
+/// from ARM_FILE and does not restart on its own (the driver restarts it,
+/// disarmed); a bridge + host-local + fixture network. Undone on drop.
+struct Setup {
+    config_before: Vec<u8>,
+}
+
+impl Setup {
+    fn install(daemon: &Path) -> Setup {
+        let config_before = std::fs::read(CONFIG).expect("podscope.toml");
+        std::fs::create_dir_all("/usr/local/lib/podscope-test").unwrap();
+        std::fs::create_dir_all(DROP_IN_DIR).unwrap();
+        std::fs::create_dir_all(CONF_DIR).unwrap();
+        std::fs::copy(daemon, DAEMON_COPY).expect("copy the failpoint build of podscoped");
+        // The installed init, as the installed daemon would use (the copy
+        // has no podscope-init beside it).
+        let init = sh("systemctl show -P ExecStart podscoped")
+            .split(['{', ';', ' '])
+            .find_map(|w| w.strip_prefix("path=").map(str::to_owned))
+            .map(|p| p.replace("podscoped", "podscope-init"))
+            .expect("podscoped's ExecStart");
+        std::fs::write(ARM_FILE, "").unwrap();
+        std::fs::write(
+            DROP_IN,
+            format!(
+                "[Service]\nExecStart=\nExecStart={DAEMON_COPY}\nEnvironmentFile={ARM_FILE}\nRestart=no\n"
+            ),
+        )
+        .unwrap();
+        let _ = std::fs::remove_file(FIXTURE_LOG);
+        std::fs::write(
+            format!("{CONF_DIR}/10-failpoints.conflist"),
+            format!(
+                r#"{{"cniVersion":"1.0.0","name":"{NETWORK}","plugins":[
+  {{"type":"bridge","bridge":"podscope9","isGateway":true,
+    "ipam":{{"type":"host-local","ranges":[[{{"subnet":"10.231.0.0/24"}}]]}}}},
+  {{"type":"podscope-fixture","mode":"pass","log":"{FIXTURE_LOG}"}}]}}"#
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            CONFIG,
+            format!(
+                "init_path = \"{init}\"\ncni_conf_dir = \"{CONF_DIR}\"\n\
+                 cni_bin_dirs = [\"{FIXTURE_BIN}\", \"/usr/lib/cni\"]\n"
+            ),
+        )
+        .unwrap();
+        sh("systemctl daemon-reload");
+        Setup { config_before }
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(DROP_IN);
+        let _ = std::fs::remove_file(ARM_FILE);
+        let _ = std::fs::write(CONFIG, &self.config_before);
+        let _ = Command::new("bash")
+            .arg("-c")
+            .arg("systemctl daemon-reload; systemctl reset-failed podscoped; systemctl restart podscoped")
+            .status();
+    }
+}
+
+/// Drive the daemon to `name` and let it die there; the failpoints that
+/// were seen to kill it (a reconcile failpoint needs a DEL owed, made by a
+/// kill in Stop first).
+async fn scenario(name: &'static str) -> Vec<&'static str> {
+    let op = name.split_once('.').map(|(op, _)| op).unwrap_or(name);
+    let mut killed = Vec::new();
+    if op == "reconcile" {
+        arm(failpoint::STOP_SCOPE_STOPPED);
+        let m = restart_armed().await;
+        if let Ok(id) = create_started(&m).await {
+            let _ = m.stop(&id).await;
+        }
+        wait_down();
+        killed.extend(killed_at(failpoint::STOP_SCOPE_STOPPED));
+        // Recovery finds the DEL owed and dies in its reconciliation.
+        arm(name);
+        sh("systemctl reset-failed podscoped; systemctl start podscoped");
+        wait_down();
+        killed.extend(killed_at(name));
+        return killed;
+    }
+    arm(name);
+    let m = restart_armed().await;
+    let answer = async {
+        match op {
+            "create" => {
+                m.create(&pod(), &options()).await?;
+            }
+            "start" => {
+                let (id, _) = m.create(&pod(), &options()).await?;
+                m.start(&id).await?;
+            }
+            "stop" => {
+                let id = create_started(&m).await?;
+                m.stop(&id).await?;
+            }
+            _ => {
+                let id = create_started(&m).await?;
+                m.remove(&id).await?;
+            }
+        }
+        zbus::Result::Ok(())
+    }
+    .await;
+    match answer {
+        Ok(()) => {
+            panic!("failpoints: {name}: the {op} went through; the failpoint was never reached")
+        }
+        Err(e) => {
+            if !went_down() {
+                panic!("failpoints: {name}: the {op} failed without reaching the failpoint: {e}")
+            }
+        }
+    }
+    killed.extend(killed_at(name));
+    killed
+}
+
+async fn create_started(m: &Client) -> zbus::Result<String> {
+    let (id, _) = m.create(&pod(), &options()).await?;
+    m.start(&id).await?;
+    Ok(id)
+}
+
+fn pod() -> PodMetadata {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    PodMetadata {
+        name: format!(
+            "fp-{}",
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ),
+        namespace: LABEL.into(),
+        uid: format!("{}", std::process::id()),
+        attempt: 0,
+    }
+}
+
+fn options() -> CreateOptions {
+    CreateOptions {
+        labels: Some([("tag".to_owned(), LABEL.to_owned())].into()),
+        ..Default::default()
+    }
+}
+
+fn ours() -> ListFilter {
+    ListFilter {
+        labels: Some([("tag".to_owned(), LABEL.to_owned())].into()),
+        ..Default::default()
+    }
+}
+
+fn arm(name: &str) {
+    std::fs::write(ARM_FILE, format!("{}={name}\n", failpoint::ENV)).unwrap();
+}
+
+async fn restart_armed() -> Client {
+    sh("systemctl reset-failed podscoped 2>/dev/null; systemctl restart podscoped");
+    connect().await
+}
+
+/// Disarmed and started again: recovery runs.
+async fn restart_clean() -> Client {
+    std::fs::write(ARM_FILE, "").unwrap();
+    wait_down();
+    sh("systemctl reset-failed podscoped 2>/dev/null; systemctl start podscoped");
+    connect().await
+}
+
+/// Until the killed daemon's unit is no longer active (Restart=no).
+fn wait_down() {
+    assert!(
+        went_down(),
+        "podscoped still running: its failpoint was never reached"
+    );
+}
+
+/// Whether the daemon's unit stops being active within 10 s (systemd
+/// learns of a death a little after the bus does).
+fn went_down() -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sh_status("systemctl is-active --quiet podscoped") == 0 {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// `name`, when the last run of the unit ended by SIGKILL and said it was
+/// this failpoint's.
+fn killed_at(name: &'static str) -> Vec<&'static str> {
+    let result = sh("systemctl show -P Result podscoped");
+    let status = sh("systemctl show -P ExecMainStatus podscoped");
+    let journal = sh("journalctl -u podscoped -o cat --no-pager -n 50");
+    let said = journal.contains(&failpoint::hit_message(name));
+    if result.trim() == "signal" && status.trim() == "9" && said {
+        vec![name]
+    } else {
+        eprintln!(
+            "failpoints: {name} did not kill podscoped (Result={} ExecMainStatus={} logged={said})",
+            result.trim(),
+            status.trim()
+        );
+        Vec::new()
+    }
+}
+
+async fn connect() -> Client {
+    let conn = system_connection(Duration::from_secs(30))
+        .await
+        .expect("system bus");
+    let m = Client::new(&conn).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while m.version().await.is_err() {
+        assert!(Instant::now() < deadline, "podscoped does not answer");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    m
+}
+
+async fn remove_ours(m: &Client) -> Vec<String> {
+    let mut ids = Vec::new();
+    for s in m.list(&ours()).await.unwrap() {
+        m.remove(&s.id).await.unwrap();
+        ids.push(s.id);
+    }
+    ids
+}
+
+/// The node's leftovers once the reconciliation after a start has had
+/// time to finish (it runs after the bus name is taken): the last check's
+/// findings, after at most 15 s of them not being empty.
+async fn converged(m: &Client) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let found = leftovers(m).await;
+        if found.is_empty() || Instant::now() > deadline {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every podscope object on the node checked against the records.
+async fn leftovers(m: &Client) -> Vec<String> {
+    let mut records = BTreeMap::new();
+    for s in m.list(&ListFilter::default()).await.unwrap() {
+        if let Ok(st) = m.status(&s.id).await {
+            records.insert(s.id.clone(), st);
+        }
+    }
+    let state = |id: &str| records.get(id).map(|s| s.state);
+    let mut found = Vec::new();
+    let active = |pattern: &str| -> BTreeSet<String> {
+        sh(&format!(
+            "systemctl list-units --plain --no-legend --state=active '{pattern}'"
+        ))
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .collect()
+    };
+    let scopes = active("podscope-*.scope");
+    let netns_units = active("podscope-netns@*.service");
+    for unit in &scopes {
+        let id = unit
+            .trim_start_matches("podscope-")
+            .trim_end_matches(".scope");
+        if state(id) != Some(State::Ready) {
+            found.push(format!(
+                "scope {unit} without a ready record ({:?})",
+                state(id)
+            ));
+        }
+    }
+    for unit in &netns_units {
+        let id = unit
+            .trim_start_matches("podscope-netns@")
+            .trim_end_matches(".service");
+        if !matches!(state(id), Some(State::Created | State::Ready)) {
+            found.push(format!("{unit} without a live record ({:?})", state(id)));
+        }
+    }
+    for id in dir_names("/run/netns", "podscope-") {
+        if !netns_units.contains(&format!("podscope-netns@{id}.service")) {
+            found.push(format!(
+                "namespace /run/netns/podscope-{id} not pinned by its unit"
+            ));
+        }
+    }
+    for file in dir_names("/var/lib/podscope/networks", "") {
+        let id = file.trim_end_matches(".json");
+        match records.get(id) {
+            Some(st) if st.state != State::NotReady && st.network_attached => {}
+            other => found.push(format!(
+                "attachment {file} without an attached live record ({:?})",
+                other.map(|s| s.state)
+            )),
+        }
+    }
+    for (ip, owner) in host_local_owners() {
+        if !Path::new(&format!("/var/lib/podscope/networks/{owner}.json")).exists() {
+            found.push(format!("IP lease {ip} of {owner} without an attachment"));
+        }
+    }
+    for id in dir_names("/run/podscope/sandboxes", "") {
+        if !records.contains_key(&id) {
+            found.push(format!(
+                "pod files /run/podscope/sandboxes/{id} without a record"
+            ));
+        }
+    }
+    for line in sh("pgrep -a podscope-init || true").lines() {
+        let id = line
+            .split_whitespace()
+            .skip_while(|w| *w != "--id")
+            .nth(1)
+            .unwrap_or("");
+        if state(id) != Some(State::Ready) {
+            found.push(format!("podscope-init without a ready record: {line}"));
+        }
+    }
+    for (id, st) in &records {
+        if st.state == State::Ready {
+            for f in [&st.resolv_conf_path, &st.hostname_path] {
+                if f.is_empty() || !Path::new(f).exists() {
+                    found.push(format!("ready pod {id} lacks its file {f:?}"));
+                }
+            }
+            if !scopes.contains(&format!("podscope-{id}.scope")) {
+                found.push(format!("ready pod {id} has no active scope"));
+            }
+        }
+        if st.network_attached
+            && !Path::new(&format!("/var/lib/podscope/networks/{id}.json")).exists()
+        {
+            found.push(format!("pod {id} says attached but has no attachment"));
+        }
+    }
+    found.extend(dels_without_a_namespace());
+    found
+}
+
+/// DELs the fixture saw with an empty CNI_NETNS or a namespace that was
+/// no longer there (each reported once).
+fn dels_without_a_namespace() -> Vec<String> {
+    static SEEN: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+    let log = std::fs::read_to_string(FIXTURE_LOG).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    let mut seen = SEEN.lock().unwrap();
+    let mut found = Vec::new();
+    for line in lines.iter().skip(*seen) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        match f.first() {
+            Some(&"DEL") if !f.get(2).is_some_and(|n| n.starts_with('/')) => found.push(format!(
+                "DEL without CNI_NETNS: {}",
+                f.get(1).unwrap_or(&"")
+            )),
+            Some(&"NETNS-AT-DEL") if f.get(2) != Some(&"nsfs") => found.push(format!(
+                "DEL of {} ran where its namespace was gone ({})",
+                f.get(1).unwrap_or(&""),
+                f.get(2).unwrap_or(&"")
+            )),
+            _ => {}
+        }
+    }
+    *seen = lines.len();
+    found
+}
+
+/// (address, owner id) of host-local's leases on the test network.
+fn host_local_owners() -> Vec<(String, String)> {
+    dir_names(&format!("/var/lib/cni/networks/{NETWORK}"), "")
+        .into_iter()
+        .filter(|n| n.parse::<std::net::IpAddr>().is_ok())
+        .filter_map(|ip| {
+            let text =
+                std::fs::read_to_string(format!("/var/lib/cni/networks/{NETWORK}/{ip}")).ok()?;
+            Some((ip, text.lines().next()?.trim().to_owned()))
+        })
+        .collect()
+}
+
+fn host_local_leases(id: &str) -> Vec<String> {
+    host_local_owners()
+        .into_iter()
+        .filter(|(_, owner)| owner == id)
+        .map(|(ip, _)| ip)
+        .collect()
+}
+
+/// Names in `dir` starting with `prefix`, the prefix cut off.
+fn dir_names(dir: &str, prefix: &str) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(|n| n.strip_prefix(prefix))
+                        .map(str::to_owned)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn sh(cmd: &str) -> String {
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .expect("bash");
+    assert!(
+        o.status.success(),
+        "`{cmd}` failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn sh_status(cmd: &str) -> i32 {
+    Command::new("bash")
+        .arg("-c")
+        .arg(cmd)
+        .status()
+        .expect("bash")
+        .code()
+        .unwrap_or(-1)
+}

@@ -1,0 +1,454 @@
+//! Property-based fuzzing of everything that parses outside input: bus
+//! options and filters (any nesting of variants), checkpoints, CNI
+//! configs, results and errors, bandwidth and slice values, systemd's
+//! escaped object-path labels and CRI requests. No input may panic;
+//! what is accepted must survive the round trip it is stored or sent by.
+//!
+//! `cargo test --lib fuzz` runs each target FUZZ_CASES times (256 when
+//! unset); `make check` runs a few minutes' worth, `make fuzz` longer.
+
+use crate::api::{self, from_dict, to_dict, CreateOptions, PodMetadata};
+use crate::domain::{network, slice, Sandbox, SandboxConfig, SandboxId};
+use proptest::prelude::*;
+use serde_json::Value as Json;
+use std::collections::{BTreeMap, HashMap};
+use zbus::zvariant::Value;
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("FUZZ_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(256);
+    ProptestConfig {
+        cases,
+        // Failures are minimised and printed; nothing is written into the
+        // source tree.
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// Keys the decoders know, at any depth, so that generated dictionaries
+/// reach past the first unknown-key check; and some they do not.
+const KEYS: &[&str] = &[
+    "hostname",
+    "log_directory",
+    "labels",
+    "annotations",
+    "network",
+    "pid_namespace",
+    "ipc_namespace",
+    "runtime_handler",
+    "cgroup_parent",
+    "resources",
+    "overhead",
+    "dns",
+    "port_mappings",
+    "sysctls",
+    "cpu_period",
+    "cpu_quota",
+    "cpu_shares",
+    "memory_limit_in_bytes",
+    "pids_limit",
+    "servers",
+    "searches",
+    "options",
+    "protocol",
+    "container_port",
+    "host_port",
+    "host_ip",
+    "id",
+    "state",
+    "namespace",
+    "name",
+    "kubernetes.io/ingress-bandwidth",
+    "",
+    "x",
+];
+
+/// Strings that mean something to some field, and anything else.
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "pod",
+            "host",
+            "node",
+            "container",
+            "tcp",
+            "udp",
+            "sctp",
+            "ready",
+            "created",
+            "notready",
+            "runc",
+            "10M",
+            "1Gi",
+            "kubepods.slice",
+            "a-b.slice",
+            "../x",
+            "/",
+            "127.0.0.1",
+            "::1",
+            "net.ipv4.ip_forward",
+            "kernel.shm_rmid_forced",
+            "1",
+            "-1",
+        ])
+        .prop_map(str::to_owned),
+        ".{0,40}",
+        "[a-z0-9._/-]{0,300}",
+    ]
+}
+
+/// What a D-Bus string can hold: anything but NUL.
+fn bus_text() -> impl Strategy<Value = String> {
+    text().prop_map(|s| s.replace('\0', ""))
+}
+
+/// A variant tree: every basic type the bus carries, string arrays, a{sv}
+/// dictionaries, arrays of them, and variants inside variants.
+fn value() -> impl Strategy<Value = Value<'static>> {
+    let leaf = prop_oneof![
+        bus_text().prop_map(Value::from),
+        any::<u32>().prop_map(Value::from),
+        any::<i32>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<u16>().prop_map(Value::from),
+        any::<u8>().prop_map(Value::from),
+        any::<bool>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        prop::collection::vec(bus_text(), 0..4).prop_map(Value::from),
+        prop::collection::hash_map(bus_text(), bus_text(), 0..4).prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            dict_of(inner.clone()).prop_map(Value::from),
+            prop::collection::vec(dict_of(inner.clone()), 0..3).prop_map(Value::from),
+            inner.prop_map(|v| Value::Value(Box::new(v))),
+        ]
+    })
+}
+
+fn key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => prop::sample::select(KEYS).prop_map(str::to_owned),
+        1 => bus_text(),
+    ]
+}
+
+fn dict_of(
+    v: impl Strategy<Value = Value<'static>>,
+) -> impl Strategy<Value = HashMap<String, Value<'static>>> {
+    prop::collection::hash_map(key(), v, 0..6)
+}
+
+fn meta() -> PodMetadata {
+    PodMetadata {
+        name: "fuzz".into(),
+        namespace: "default".into(),
+        uid: "u".into(),
+        attempt: 0,
+    }
+}
+
+/// A valid sandbox as the store writes it.
+fn sandbox() -> Sandbox {
+    Sandbox::new(
+        SandboxId::random(),
+        SandboxConfig {
+            name: "web-0".into(),
+            namespace: "default".into(),
+            uid: "u".into(),
+            labels: [("app".to_owned(), "web".to_owned())].into(),
+            ..Default::default()
+        },
+        "podscope.slice".into(),
+        1,
+    )
+}
+
+/// JSON of any shape, with the keys CNI configs and results use.
+fn json() -> impl Strategy<Value = Json> {
+    let leaf = prop_oneof![
+        Just(Json::Null),
+        any::<bool>().prop_map(Json::from),
+        any::<i64>().prop_map(Json::from),
+        any::<f64>().prop_map(Json::from),
+        text().prop_map(Json::from),
+    ];
+    let keys = prop_oneof![
+        4 => prop::sample::select(vec![
+            "cniVersion", "cniVersions", "name", "plugins", "type", "capabilities",
+            "disableCheck", "disableGC", "ips", "interfaces", "interface", "address",
+            "sandbox", "prevResult", "code", "msg", "details", "ipam", "runtimeConfig",
+        ])
+        .prop_map(str::to_owned),
+        1 => text(),
+    ];
+    leaf.prop_recursive(4, 64, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Json::from),
+            prop::collection::btree_map(keys.clone(), inner, 0..6)
+                .prop_map(|m| Json::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Create's options: decoded, validated and, when accepted, the same
+    /// after the trip through a dictionary the clients make.
+    #[test]
+    fn create_options_decode_and_validate(d in dict_of(value())) {
+        let borrowed: HashMap<&str, Value<'_>> =
+            d.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        if let Ok(o) = from_dict::<CreateOptions>(None, &borrowed) {
+            let again: CreateOptions = from_dict(None, &to_dict(&o).unwrap()).unwrap();
+            prop_assert_eq!(&again, &o);
+            let c = o.into_config(meta());
+            if c.validate().is_ok() {
+                let _ = slice::slice_for_cgroup_parent(&c.cgroup_parent, "podscope.slice");
+                let _ = network::capability_args(
+                    &c.port_mappings, &c.dns, &c.annotations, "/podscope.slice/x",
+                );
+                let _ = c.privileges();
+            }
+        }
+    }
+
+    /// List's filter, as the bus decodes it, matched against a sandbox.
+    #[test]
+    fn list_filter_decodes_and_matches(d in dict_of(value())) {
+        let borrowed: HashMap<&str, Value<'_>> =
+            d.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        if let Ok(f) = crate::bus::manager::list_filter(&borrowed) {
+            let _ = f.matches(&sandbox());
+        }
+        let _ = from_dict::<api::Resources>(Some("resources"), &borrowed);
+    }
+
+    /// Arbitrary bytes are not a checkpoint.
+    #[test]
+    fn checkpoint_decode_takes_any_bytes(b in prop::collection::vec(any::<u8>(), 0..512)) {
+        let _ = crate::store::decode(&b);
+    }
+
+    /// A checkpoint whose body was changed and its digest recomputed (as a
+    /// bug in an older podscope might write): decoded or refused, and what
+    /// decodes encodes to itself.
+    #[test]
+    fn checkpoint_decode_takes_any_body(at in any::<prop::sample::Index>(),
+                                        cut in 0usize..64,
+                                        junk in prop::collection::vec(any::<u8>(), 0..16)) {
+        let good = crate::store::encode(&sandbox());
+        let nl = good.iter().position(|&b| b == b'\n').unwrap();
+        let mut body = good[nl + 1..].to_vec();
+        let i = at.index(body.len());
+        let end = (i + cut).min(body.len());
+        body.splice(i..end, junk);
+        let mut bytes = crate::store::MAGIC.as_bytes().to_vec();
+        use sha2::Digest;
+        for b in sha2::Sha256::digest(&body) {
+            bytes.extend_from_slice(format!("{b:02x}").as_bytes());
+        }
+        bytes.push(b'\n');
+        bytes.extend_from_slice(&body);
+        if let Ok(sb) = crate::store::decode(&bytes) {
+            prop_assert_eq!(crate::store::decode(&crate::store::encode(&sb)).unwrap(), sb);
+        }
+    }
+
+    /// Conflists of any shape (and any bytes): parsed or named errors;
+    /// what parses is written back as JSON that parses the same.
+    #[test]
+    fn conflist_parse(j in json(), b in prop::collection::vec(any::<u8>(), 0..64)) {
+        use crate::cni::config::NetworkConfigList;
+        let path = std::path::Path::new("/fuzz/10-x.conflist");
+        let _ = NetworkConfigList::parse(&b, path);
+        if let Ok(list) = NetworkConfigList::parse(j.to_string().as_bytes(), path) {
+            let again = NetworkConfigList::parse(list.to_json().to_string().as_bytes(), path);
+            prop_assert_eq!(again.ok(), Some(list));
+        }
+    }
+
+    /// What a plugin prints: a result, an error object or anything else.
+    #[test]
+    fn cni_result_parse(j in json(), b in prop::collection::vec(any::<u8>(), 0..64),
+                        code in any::<u8>()) {
+        use std::os::unix::process::ExitStatusExt;
+        let printed = j.to_string();
+        for out in [printed.as_bytes(), &b[..]] {
+            let _ = crate::cni::exec::plugin_output("ADD", out);
+            let status = std::process::ExitStatus::from_raw(i32::from(code) << 8);
+            let _ = crate::cni::exec::plugin_error_message(&status, out, out);
+        }
+        let _ = crate::cni::result::pod_ips(&j);
+        let _ = crate::cni::result::pod_interfaces(&j);
+        let mut moved = j.clone();
+        crate::cni::result::move_sandbox(&mut moved, "/proc/1/fd/3", "/run/netns/x");
+    }
+
+    /// Bandwidth quantities and annotations.
+    #[test]
+    fn bandwidth_parse(q in prop_oneof![
+                           "[+-]?[0-9]{0,25}(\\.[0-9]{0,8})?([eE][+-]?[0-9]{1,3})?(k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|m)?",
+                           text()],
+                       ingress in proptest::option::of(text())) {
+        if let Ok(bits) = network::parse_bandwidth("ingress", &q) {
+            prop_assert!(bits > 0);
+        }
+        let mut a = BTreeMap::new();
+        a.insert("kubernetes.io/egress-bandwidth".to_owned(), q.clone());
+        if let Some(i) = ingress {
+            a.insert("kubernetes.io/ingress-bandwidth".to_owned(), i);
+        }
+        let _ = network::bandwidth(&a);
+    }
+
+    /// cgroup parents in either form: what is accepted is a valid slice
+    /// name with a cgroup path under /.
+    #[test]
+    fn slice_parse(p in prop_oneof![
+                       "(/?[a-z0-9_.-]{0,12}){0,5}",
+                       "([a-z0-9_]{0,8}-){0,5}[a-z0-9_]{0,8}\\.slice",
+                       text()]) {
+        if let Ok(s) = slice::slice_for_cgroup_parent(&p, "podscope.slice") {
+            prop_assert!(slice::validate_slice_name(&s).is_ok(), "{} from {:?}", s, p);
+            prop_assert!(slice::slice_cgroup_path(&s).starts_with('/'));
+        }
+    }
+
+    /// systemd's escaped object-path labels: any text unescapes or is
+    /// refused, and every unit name comes back from its path.
+    #[test]
+    fn label_unescaping(s in ".{0,40}", unit in "[a-zA-Z0-9@._\\\\:-]{0,60}") {
+        use crate::systemd::unit_path::*;
+        let _ = unescape_label(&s);
+        prop_assert_eq!(unescape_label(&escape_label(&s)), Some(s.clone()));
+        prop_assert_eq!(unit_from_path(&unit_path(&unit)), Some(unit.clone()));
+    }
+
+    /// RunPodSandbox requests with any field values (protobuf strings may
+    /// hold NUL, D-Bus strings may not): a validated config that can be
+    /// sent to podscoped, or an InvalidArgument; never a panic.
+    #[test]
+    fn cri_request_conversion(req in cri_request()) {
+        match crate::cri::convert::config_from_request(&req) {
+            Ok(c) => {
+                prop_assert!(c.validate().is_ok());
+                let (_, o) = CreateOptions::from_config(&c);
+                prop_assert!(to_dict(&o).is_ok(), "{:?}", to_dict(&o).err());
+            }
+            Err(s) => prop_assert_eq!(s.code(), tonic::Code::InvalidArgument),
+        }
+    }
+}
+
+fn cri_request() -> impl Strategy<Value = k8s_cri::v1::RunPodSandboxRequest> {
+    use k8s_cri::v1 as cri;
+    let strings = || prop::collection::hash_map(text(), text(), 0..4);
+    let ns = || prop_oneof![0..4i32, any::<i32>()];
+    let port = (any::<i32>(), any::<i32>(), any::<i32>(), text()).prop_map(|(p, c, h, ip)| {
+        cri::PortMapping {
+            protocol: p % 4,
+            container_port: c,
+            host_port: h,
+            host_ip: ip,
+        }
+    });
+    let resources = (any::<i64>(), any::<i64>(), any::<i64>(), any::<i64>()).prop_map(
+        |(period, quota, shares, mem)| cri::LinuxContainerResources {
+            cpu_period: period,
+            cpu_quota: quota,
+            cpu_shares: shares,
+            memory_limit_in_bytes: mem,
+            ..Default::default()
+        },
+    );
+    let linux = (
+        text(),
+        strings(),
+        proptest::option::of(resources.clone()),
+        proptest::option::of(resources),
+        (ns(), ns(), ns(), proptest::option::of(ns())),
+    )
+        .prop_map(
+            |(cgroup_parent, sysctls, resources, overhead, (n, p, i, u))| {
+                cri::LinuxPodSandboxConfig {
+                    cgroup_parent,
+                    sysctls,
+                    resources,
+                    overhead,
+                    security_context: Some(cri::LinuxSandboxSecurityContext {
+                        namespace_options: Some(cri::NamespaceOption {
+                            network: n,
+                            pid: p,
+                            ipc: i,
+                            userns_options: u.map(|mode| cri::UserNamespace {
+                                mode,
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                }
+            },
+        );
+    let meta =
+        (text(), text(), text(), any::<u32>()).prop_map(|(name, namespace, uid, attempt)| {
+            cri::PodSandboxMetadata {
+                name,
+                namespace,
+                uid,
+                attempt,
+            }
+        });
+    let dns = (
+        prop::collection::vec(text(), 0..4),
+        prop::collection::vec(text(), 0..4),
+        prop::collection::vec(text(), 0..4),
+    )
+        .prop_map(|(servers, searches, options)| cri::DnsConfig {
+            servers,
+            searches,
+            options,
+        });
+    (
+        proptest::option::of(meta),
+        (text(), text()),
+        (strings(), strings()),
+        prop::collection::vec(port, 0..3),
+        proptest::option::of(dns),
+        proptest::option::of(linux),
+        text(),
+    )
+        .prop_map(
+            |(
+                metadata,
+                (hostname, log_directory),
+                (labels, annotations),
+                port_mappings,
+                dns_config,
+                linux,
+                handler,
+            )| {
+                cri::RunPodSandboxRequest {
+                    config: Some(cri::PodSandboxConfig {
+                        metadata,
+                        hostname,
+                        log_directory,
+                        labels,
+                        annotations,
+                        port_mappings,
+                        dns_config,
+                        linux,
+                        ..Default::default()
+                    }),
+                    runtime_handler: handler,
+                }
+            },
+        )
+}

@@ -1,0 +1,40 @@
+//! Kill at every step (issue 14): the daemon dies by SIGKILL at each
+//! failpoint of Create, Start, Stop, Remove and the reconciliation, comes
+//! back, and the node must hold nothing that no record accounts for. The
+//! driver is shared with `make bench` (its failpoints row).
+
+#[path = "../../src/bin/podscope-bench/failpoints.rs"]
+mod driver;
+
+use crate::common::sh;
+use podscope::failpoint;
+use std::path::Path;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill_at_every_step_leaves_nothing_unaccounted_for() {
+    let report = driver::run(Path::new(env!("CARGO_BIN_EXE_podscoped")), 1).await;
+    let missed: Vec<&&str> = failpoint::ALL
+        .iter()
+        .filter(|f| !report.covered.contains(*f))
+        .collect();
+    assert!(missed.is_empty(), "failpoints never reached: {missed:?}");
+    assert!(report.leaks.is_empty(), "leaks: {:#?}", report.leaks);
+}
+
+/// The installed daemon (built as the packages build it) has no
+/// failpoint in it, nor even reads the variable.
+#[test]
+fn the_installed_daemon_has_no_failpoints() {
+    let installed = sh("systemctl show -P ExecStart podscoped");
+    let path = installed
+        .split(['{', ';', ' '])
+        .find_map(|w| w.strip_prefix("path="))
+        .expect("podscoped's ExecStart");
+    let bytes = std::fs::read(path).unwrap();
+    let needle = failpoint::ENV.as_bytes();
+    assert!(
+        !bytes.windows(needle.len()).any(|w| w == needle),
+        "{path} mentions {}",
+        failpoint::ENV
+    );
+}
