@@ -319,16 +319,20 @@ async fn remove_ours(m: &Client) -> Vec<String> {
 
 /// The node's leftovers once the reconciliation after a start has had
 /// time to finish (it runs after the bus name is taken): the last check's
-/// findings, after at most 15 s of them not being empty.
+/// findings, after at most 15 s of them not being empty; and every DEL
+/// since the last call that ran without its namespace (those are events,
+/// not state: they are counted once, never waited out).
 async fn converged(m: &Client) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
+    let mut found = loop {
         let found = leftovers(m).await;
         if found.is_empty() || Instant::now() > deadline {
-            return found;
+            break found;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    };
+    found.extend(dels_without_a_namespace());
+    found
 }
 
 /// Every podscope object on the node checked against the records.
@@ -426,7 +430,6 @@ async fn leftovers(m: &Client) -> Vec<String> {
             found.push(format!("pod {id} says attached but has no attachment"));
         }
     }
-    found.extend(dels_without_a_namespace());
     found
 }
 
