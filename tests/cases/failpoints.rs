@@ -6,7 +6,6 @@
 #[path = "../../src/bin/podscope-bench/failpoints.rs"]
 mod driver;
 
-use crate::common::sh;
 use podscope::failpoint;
 use std::path::Path;
 
@@ -25,12 +24,8 @@ async fn a_kill_at_every_step_leaves_nothing_unaccounted_for() {
 /// failpoint in it, nor even reads the variable.
 #[test]
 fn the_installed_daemon_has_no_failpoints() {
-    let installed = sh("systemctl show -P ExecStart podscoped");
-    let path = installed
-        .split(['{', ';', ' '])
-        .find_map(|w| w.strip_prefix("path="))
-        .expect("podscoped's ExecStart");
-    let bytes = std::fs::read(path).unwrap();
+    let path = driver::installed_podscoped();
+    let bytes = std::fs::read(&path).unwrap();
     let needle = failpoint::ENV.as_bytes();
     assert!(
         !bytes.windows(needle.len()).any(|w| w == needle),

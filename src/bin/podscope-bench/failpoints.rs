@@ -98,11 +98,7 @@ impl Setup {
         std::fs::copy(daemon, DAEMON_COPY).expect("copy the failpoint build of podscoped");
         // The installed init, as the installed daemon would use (the copy
         // has no podscope-init beside it).
-        let init = sh("systemctl show -P ExecStart podscoped")
-            .split(['{', ';', ' '])
-            .find_map(|w| w.strip_prefix("path=").map(str::to_owned))
-            .map(|p| p.replace("podscoped", "podscope-init"))
-            .expect("podscoped's ExecStart");
+        let init = installed_podscoped().replace("podscoped", "podscope-init");
         std::fs::write(ARM_FILE, "").unwrap();
         std::fs::write(
             DROP_IN,
@@ -145,6 +141,15 @@ impl Drop for Setup {
             .arg("systemctl daemon-reload; systemctl reset-failed podscoped; systemctl restart podscoped")
             .status();
     }
+}
+
+/// The installed podscoped, as its unit's ExecStart names it (not the
+/// failpoint build: call it before the drop-in is in place).
+pub fn installed_podscoped() -> String {
+    sh("systemctl show -P ExecStart podscoped")
+        .split(['{', ';', ' '])
+        .find_map(|w| w.strip_prefix("path=").map(str::to_owned))
+        .expect("podscoped's ExecStart")
 }
 
 /// Drive the daemon to `name` and let it die there; the failpoints that
