@@ -12,7 +12,7 @@ _podscopectl() {
         words=("${COMP_WORDS[@]}")
         cword=$COMP_CWORD
     }
-    local commands="list status create start stop rm wait update info help"
+    local commands="list status create start stop rm wait update info pull images inspecti rmi imagefsinfo help"
     local c=1
     [[ ${words[1]} == --no-ask-password ]] && c=2
     if ((cword == c)); then

@@ -4,7 +4,7 @@ function __podscopectl_ids
     podscopectl list --quiet 2>/dev/null | string sub --length 12
 end
 
-set -l cmds list status create start stop rm wait update info
+set -l cmds list status create start stop rm wait update info pull images inspecti rmi imagefsinfo
 complete -c podscopectl -f
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -l no-ask-password -d 'do not let polkit ask for a password'
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a list -d 'list sandboxes'
@@ -16,6 +16,11 @@ complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a rm -d 'rem
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a wait -d 'wait until a sandbox stops'
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a update -d "set a sandbox's resources"
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a info -d 'runtime version, platform and readiness'
+complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a pull -d 'pull an image'
+complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a images -d 'list images'
+complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a inspecti -d 'show one image as JSON'
+complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a rmi -d 'remove images'
+complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a imagefsinfo -d 'the image store disk use'
 complete -c podscopectl -n "__fish_seen_subcommand_from status start stop rm wait update" -a '(__podscopectl_ids)'
 for opt in memory cpu-quota cpu-period cpu-shares pids-limit
     complete -c podscopectl -n "__fish_seen_subcommand_from update" -l $opt -x

@@ -19,10 +19,17 @@ pub enum ErrorKind {
     AccessDenied,
     /// Too many calls of a kind in flight: try again later.
     LimitsExceeded,
+    /// A registry refused the credentials (or asked for some): HTTP 401.
+    RegistryUnauthorized,
+    /// A registry (HTTP 403) or registries.conf (`blocked`) denies the pull.
+    RegistryDenied,
+    /// A registry could not be reached, hung, broke the connection or
+    /// answered 5xx: worth a retry.
+    RegistryUnavailable,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 10] = [
+    pub const ALL: [ErrorKind; 13] = [
         ErrorKind::NotFound,
         ErrorKind::AlreadyExists,
         ErrorKind::InvalidArgument,
@@ -33,6 +40,9 @@ impl ErrorKind {
         ErrorKind::Internal,
         ErrorKind::AccessDenied,
         ErrorKind::LimitsExceeded,
+        ErrorKind::RegistryUnauthorized,
+        ErrorKind::RegistryDenied,
+        ErrorKind::RegistryUnavailable,
     ];
 }
 

@@ -10,6 +10,7 @@ pub mod error;
 pub mod failpoint;
 #[cfg(test)]
 mod fuzz;
+pub mod image;
 pub mod init_spawn;
 pub mod lifecycle;
 pub mod logging;

@@ -41,4 +41,6 @@ pub mod event {
     pub const NETWORK_ATTACHED: &str = "network-attached";
     pub const NETWORK_DETACHED: &str = "network-detached";
     pub const RECOVERED: &str = "recovered";
+    pub const IMAGE_PULLED: &str = "image-pulled";
+    pub const IMAGE_REMOVED: &str = "image-removed";
 }

@@ -42,6 +42,15 @@ pub struct Settings {
     /// limit for a caller that allows interactive authorization (someone
     /// typing a password) is ten times as long.
     pub polkit_timeout_ms: u64,
+    /// The image store (blobs, unpacked layers, image records).
+    pub image_dir: PathBuf,
+    /// Connecting to a registry takes at most this long.
+    pub pull_connect_timeout_ms: u64,
+    /// A registry that sends nothing for this long, on any request or in
+    /// the middle of a blob, hangs: the pull fails with RegistryUnavailable.
+    pub pull_stall_timeout_ms: u64,
+    /// Layers of one pull fetched at once.
+    pub max_concurrent_downloads: u32,
 }
 
 impl Default for Settings {
@@ -63,6 +72,10 @@ impl Default for Settings {
             cni_network: String::new(),
             cni_plugin_timeout_ms: 60_000,
             polkit_timeout_ms: 25_000,
+            image_dir: "/var/lib/podscope/images".into(),
+            pull_connect_timeout_ms: 30_000,
+            pull_stall_timeout_ms: 60_000,
+            max_concurrent_downloads: 3,
         }
     }
 }
@@ -87,6 +100,12 @@ impl Settings {
             ("stop_timeout_ms", s.stop_timeout_ms),
             ("cni_plugin_timeout_ms", s.cni_plugin_timeout_ms),
             ("polkit_timeout_ms", s.polkit_timeout_ms),
+            ("pull_connect_timeout_ms", s.pull_connect_timeout_ms),
+            ("pull_stall_timeout_ms", s.pull_stall_timeout_ms),
+            (
+                "max_concurrent_downloads",
+                u64::from(s.max_concurrent_downloads),
+            ),
         ] {
             if v == 0 {
                 return Err(Error::invalid(name, "must be greater than 0"));
@@ -117,6 +136,16 @@ impl Settings {
         }
     }
 
+    pub fn images(&self) -> crate::image::ImageSettings {
+        let mut i = crate::image::ImageSettings::with_store(self.image_dir.clone());
+        i.max_concurrent_downloads = self.max_concurrent_downloads as usize;
+        i.timeouts = crate::image::client::Timeouts {
+            connect: Duration::from_millis(self.pull_connect_timeout_ms),
+            stall: Duration::from_millis(self.pull_stall_timeout_ms),
+        };
+        i
+    }
+
     pub fn handler_known(&self, handler: &str) -> bool {
         handler.is_empty() || self.runtime_handlers.iter().any(|h| h == handler)
     }
@@ -137,6 +166,13 @@ mod tests {
         assert!(s.init_path.ends_with("podscope-init"));
         assert_eq!(s.cni().conf_dir, Path::new("/etc/cni/net.d"));
         assert_eq!(s.cni_bin_dirs.len(), 3);
+        let i = s.images();
+        assert_eq!(i.store_dir, Path::new("/var/lib/podscope/images"));
+        assert_eq!(i.max_concurrent_downloads, 3);
+        assert_eq!(
+            i.registries_conf,
+            Path::new("/etc/containers/registries.conf")
+        );
     }
 
     #[test]
@@ -149,5 +185,9 @@ mod tests {
         assert!(e.to_string().contains("unknown field"), "{e}");
         assert!(Settings::parse("default_slice = \"nope\"").is_err());
         assert!(Settings::parse("start_timeout_ms = 0").is_err());
+        assert!(Settings::parse("max_concurrent_downloads = 0").is_err());
+        let s = Settings::parse("pull_stall_timeout_ms = 2000\nimage_dir = \"/srv/img\"").unwrap();
+        assert_eq!(s.images().timeouts.stall, Duration::from_secs(2));
+        assert_eq!(s.images().store_dir, Path::new("/srv/img"));
     }
 }

@@ -21,6 +21,8 @@ mod common;
 mod cri;
 #[path = "cases/failpoints.rs"]
 mod failpoints;
+#[path = "cases/images.rs"]
+mod images;
 #[path = "cases/lifecycle.rs"]
 mod lifecycle;
 #[path = "cases/network.rs"]

@@ -3,7 +3,8 @@
 //! Replies are decoded here, once: a reply missing a key, or with a key of
 //! the wrong type, is an error naming it, never a silent "" or 0.
 
-use super::proxy::ManagerProxy;
+use super::image::{ImageFilter, ImageFsInfo, ImageInfo, ImageSummary, PullOptions};
+use super::proxy::{ImagesProxy, ManagerProxy};
 use super::sandbox::{
     Condition, CreateOptions, Exit, ListFilter, Platform, PodMetadata, Resources, RuntimeInfo,
     SandboxStatus, SandboxSummary, Version,
@@ -15,6 +16,7 @@ use zbus::zvariant::OwnedObjectPath;
 #[derive(Clone, Debug)]
 pub struct Client {
     proxy: ManagerProxy<'static>,
+    images: ImagesProxy<'static>,
 }
 
 /// A reply that does not match the contract, as a call failure.
@@ -24,13 +26,25 @@ fn decode<T: DeserializeOwned>(method: &str, d: &Dict) -> zbus::Result<T> {
 
 impl Client {
     pub async fn new(conn: &zbus::Connection) -> zbus::Result<Self> {
-        Ok(Client {
-            proxy: ManagerProxy::new(conn).await?,
-        })
+        let proxy = ManagerProxy::builder(conn)
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
+            .await?;
+        Self::from_proxy(proxy).await
     }
 
-    pub fn from_proxy(proxy: ManagerProxy<'static>) -> Self {
-        Client { proxy }
+    /// A client on the connection of `proxy` (the Images proxy beside it
+    /// costs no round trip: it caches no properties).
+    pub async fn from_proxy(proxy: ManagerProxy<'static>) -> zbus::Result<Self> {
+        let images = ImagesProxy::builder(proxy.inner().connection())
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
+            .await?;
+        Ok(Client { proxy, images })
+    }
+
+    pub fn images_proxy(&self) -> &ImagesProxy<'static> {
+        &self.images
     }
 
     /// The transport underneath, for calls with flags or raw arguments.
@@ -129,5 +143,35 @@ impl Client {
             })
             .collect();
         Ok((conditions, decode("RuntimeStatus", &d)?, d))
+    }
+
+    pub async fn pull_image(
+        &self,
+        reference: &str,
+        options: &PullOptions,
+    ) -> zbus::Result<ImageSummary> {
+        decode("Pull", &self.images.pull(reference, options).await?)
+    }
+
+    pub async fn list_images(&self, filter: &ImageFilter) -> zbus::Result<Vec<ImageSummary>> {
+        self.images
+            .list(filter)
+            .await?
+            .iter()
+            .map(|d| decode("List", d))
+            .collect()
+    }
+
+    pub async fn image_status(&self, image: &str) -> zbus::Result<(ImageSummary, ImageInfo)> {
+        let (s, i) = self.images.status(image).await?;
+        Ok((decode("Status", &s)?, decode("Status", &i)?))
+    }
+
+    pub async fn remove_image(&self, image: &str) -> zbus::Result<()> {
+        self.images.remove(image).await
+    }
+
+    pub async fn image_fs_info(&self) -> zbus::Result<ImageFsInfo> {
+        decode("FsInfo", &self.images.fs_info().await?)
     }
 }

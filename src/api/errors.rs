@@ -16,6 +16,9 @@ pub fn error_name(kind: ErrorKind) -> &'static str {
         ErrorKind::Internal => "org.podscope.Sandbox1.Error.Internal",
         ErrorKind::AccessDenied => "org.freedesktop.DBus.Error.AccessDenied",
         ErrorKind::LimitsExceeded => LIMITS_EXCEEDED,
+        ErrorKind::RegistryUnauthorized => "org.podscope.Sandbox1.Error.RegistryUnauthorized",
+        ErrorKind::RegistryDenied => "org.podscope.Sandbox1.Error.RegistryDenied",
+        ErrorKind::RegistryUnavailable => "org.podscope.Sandbox1.Error.RegistryUnavailable",
     }
 }
 

@@ -7,6 +7,7 @@
 pub mod client;
 pub mod dict;
 pub mod errors;
+pub mod image;
 pub mod proxy;
 pub mod sandbox;
 
@@ -26,6 +27,7 @@ pub const MANAGER_PATH: &str = "/org/podscope/Sandbox1";
 /// must spell them again (a unit test keeps them equal).
 pub const MANAGER_INTERFACE: &str = "org.podscope.Sandbox1.Manager";
 pub const SANDBOX_INTERFACE: &str = "org.podscope.Sandbox1.Sandbox";
+pub const IMAGES_INTERFACE: &str = "org.podscope.Sandbox1.Images";
 /// The third value of Version.
 pub const API_VERSION: &str = "v1";
 

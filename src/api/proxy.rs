@@ -2,6 +2,7 @@
 //! arguments and the raw `a{sv}` replies. `Client` decodes those; tests that
 //! send hostile input use `inner().call` on these.
 
+use super::image::{ImageFilter, PullOptions};
 use super::sandbox::{CreateOptions, ListFilter, Resources};
 use super::Dict;
 use std::collections::HashMap;
@@ -49,6 +50,30 @@ pub trait Manager {
     ) -> zbus::Result<()>;
     #[zbus(signal)]
     fn sandbox_removed(&self, id: String, path: OwnedObjectPath) -> zbus::Result<()>;
+}
+
+#[proxy(
+    interface = "org.podscope.Sandbox1.Images",
+    default_service = "org.podscope.Sandbox1",
+    default_path = "/org/podscope/Sandbox1"
+)]
+pub trait Images {
+    fn pull(&self, reference: &str, options: &PullOptions) -> zbus::Result<Dict>;
+    fn list(&self, filter: &ImageFilter) -> zbus::Result<Vec<Dict>>;
+    /// (image, info)
+    fn status(&self, image: &str) -> zbus::Result<(Dict, Dict)>;
+    fn remove(&self, image: &str) -> zbus::Result<()>;
+    fn fs_info(&self) -> zbus::Result<Dict>;
+
+    #[zbus(signal)]
+    fn pull_progress(
+        &self,
+        reference: String,
+        bytes_done: u64,
+        bytes_total: u64,
+        layers_done: u32,
+        layers_total: u32,
+    ) -> zbus::Result<()>;
 }
 
 #[proxy(

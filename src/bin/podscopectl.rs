@@ -32,8 +32,15 @@ Commands:
                                           set a sandbox's resources (a limit not
                                           given is removed)
   info                                    runtime version, platform and readiness
+  pull IMAGE [--creds USER[:PASSWORD]] [--auth BASE64] [--registry-token TOKEN]
+                                          pull an image (progress on a terminal),
+                                          print its id
+  images [-q|--quiet] [IMAGE]             list images (-q: ids only)
+  inspecti IMAGE                          one image as JSON (id, tag, digest)
+  rmi IMAGE...                            remove images (id, prefix, tag, digest)
+  imagefsinfo                             the image store's disk use
 
-Create, start, stop, rm and update let polkit ask for a password (through an
+Create, start, stop, rm, update, pull and rmi let polkit ask for a password (through an
 authentication agent) unless --no-ask-password is given.";
 
 struct Fail(String);
@@ -82,13 +89,24 @@ impl Mutate<'_> {
         B: serde::Serialize + zbus::zvariant::DynamicType,
         R: for<'d> zbus::zvariant::DynamicDeserialize<'d>,
     {
-        self.m
-            .proxy()
-            .inner()
-            .call_with_flags(method, self.flags, body)
-            .await?
-            .ok_or_else(|| Fail(format!("{method}: no reply")))
+        call_with(self.m.proxy().inner(), self.flags, method, body).await
     }
+}
+
+async fn call_with<B, R>(
+    proxy: &zbus::Proxy<'_>,
+    flags: BitFlags<MethodFlags>,
+    method: &str,
+    body: &B,
+) -> Result<R, Fail>
+where
+    B: serde::Serialize + zbus::zvariant::DynamicType,
+    R: for<'d> zbus::zvariant::DynamicDeserialize<'d>,
+{
+    proxy
+        .call_with_flags(method, flags, body)
+        .await?
+        .ok_or_else(|| Fail(format!("{method}: no reply")))
 }
 
 async fn run(args: Vec<String>) -> Result<(), Fail> {
@@ -162,7 +180,222 @@ async fn run(args: Vec<String>) -> Result<(), Fail> {
                 .await
         }
         "info" => info(&m).await,
+        "pull" => images::pull(mutate.flags, rest).await,
+        "images" => images::list(&m, rest).await,
+        "inspecti" => {
+            let [image] = rest else {
+                return Err(Fail("inspecti takes one IMAGE".into()));
+            };
+            images::inspect(&m, image).await
+        }
+        "rmi" => {
+            if rest.is_empty() {
+                return Err(Fail("rmi needs at least one IMAGE".into()));
+            }
+            for image in rest {
+                call_with::<_, ()>(
+                    m.images_proxy().inner(),
+                    mutate.flags,
+                    "Remove",
+                    &(image.as_str(),),
+                )
+                .await?;
+            }
+            Ok(())
+        }
+        "imagefsinfo" => {
+            let i = m.image_fs_info().await?;
+            println!("store:  {}", i.mountpoint);
+            println!("images: {}", i.images);
+            println!(
+                "used:   {} ({} bytes), {} inodes",
+                human(i.used_bytes),
+                i.used_bytes,
+                i.inodes_used
+            );
+            Ok(())
+        }
         other => Err(Fail(format!("unknown command {other:?}\n{USAGE}"))),
+    }
+}
+
+/// Bytes for people: 1.5 MiB.
+fn human(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+mod images {
+    use super::{call_with, human, table, Fail};
+    use futures_util::StreamExt;
+    use podscope::api::image::{ImageFilter, ImageSummary, PullOptions};
+    use podscope::api::proxy::{system_connection, ImagesProxy};
+    use podscope::api::{from_dict, Client, Dict};
+    use std::io::{IsTerminal, Write};
+
+    pub async fn pull(
+        flags: enumflags2::BitFlags<zbus::proxy::MethodFlags>,
+        args: &[String],
+    ) -> Result<(), Fail> {
+        let Some((image, opts)) = args.split_first() else {
+            return Err(Fail("pull needs an IMAGE".into()));
+        };
+        let mut options = PullOptions::default();
+        let mut it = opts.iter();
+        while let Some(a) = it.next() {
+            let v = it
+                .next()
+                .ok_or_else(|| Fail(format!("{a} needs a value")))?
+                .clone();
+            match a.as_str() {
+                "--creds" => {
+                    let (u, p) = v.split_once(':').unwrap_or((v.as_str(), ""));
+                    options.username = Some(u.to_owned());
+                    options.password = Some(p.to_owned());
+                }
+                "--auth" => options.auth = Some(v),
+                "--registry-token" => options.registry_token = Some(v),
+                other => return Err(Fail(format!("pull: unknown option {other:?}"))),
+            }
+        }
+        // A pull may take longer than any other call: its own connection.
+        let conn = system_connection(std::time::Duration::from_secs(6 * 3600))
+            .await
+            .map_err(|e| Fail(format!("cannot connect to the system bus: {e}")))?;
+        let proxy = ImagesProxy::builder(&conn)
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
+            .await?;
+        let tty = std::io::stderr().is_terminal();
+        let mut progress = if tty {
+            Some(proxy.receive_pull_progress().await?)
+        } else {
+            None
+        };
+        let body = (image.as_str(), &options);
+        let call = call_with::<_, Dict>(proxy.inner(), flags, "Pull", &body);
+        tokio::pin!(call);
+        let reply = loop {
+            tokio::select! {
+                r = &mut call => break r?,
+                Some(sig) = async {
+                    match progress.as_mut() {
+                        Some(p) => p.next().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if let Ok(a) = sig.args() {
+                        if a.reference == *image {
+                            eprint!(
+                                "\r{image}: {} of {}, {}/{} layers   ",
+                                human(a.bytes_done),
+                                human(a.bytes_total),
+                                a.layers_done,
+                                a.layers_total
+                            );
+                            let _ = std::io::stderr().flush();
+                        }
+                    }
+                }
+            }
+        };
+        if tty {
+            eprintln!();
+        }
+        let s: ImageSummary =
+            from_dict(None, &reply).map_err(|e| Fail(format!("Pull reply: {e}")))?;
+        println!("{}", s.id);
+        Ok(())
+    }
+
+    pub async fn list(m: &Client, args: &[String]) -> Result<(), Fail> {
+        let mut quiet = false;
+        let mut filter = ImageFilter::default();
+        for a in args {
+            match a.as_str() {
+                "-q" | "--quiet" => quiet = true,
+                name if !name.starts_with('-') => filter.image = Some(name.to_owned()),
+                other => return Err(Fail(format!("images: unknown option {other:?}"))),
+            }
+        }
+        let mut images = m.list_images(&filter).await?;
+        images.sort_by(|a, b| a.repo_tags.cmp(&b.repo_tags).then(a.id.cmp(&b.id)));
+        if quiet {
+            for i in images {
+                println!("{}", i.id);
+            }
+            return Ok(());
+        }
+        let mut rows = vec![vec![
+            "IMAGE".into(),
+            "TAG".into(),
+            "IMAGE ID".into(),
+            "SIZE".into(),
+        ]];
+        for i in &images {
+            let short =
+                i.id.trim_start_matches("sha256:")
+                    .chars()
+                    .take(13)
+                    .collect::<String>();
+            let names: Vec<(String, String)> = if i.repo_tags.is_empty() {
+                i.repo_digests
+                    .iter()
+                    .map(|d| {
+                        (
+                            d.split('@').next().unwrap_or(d).to_owned(),
+                            "<none>".to_owned(),
+                        )
+                    })
+                    .take(1)
+                    .collect()
+            } else {
+                i.repo_tags
+                    .iter()
+                    .map(|t| match t.rsplit_once(':') {
+                        Some((r, tag)) if !tag.contains('/') => (r.to_owned(), tag.to_owned()),
+                        _ => (t.clone(), "<none>".to_owned()),
+                    })
+                    .collect()
+            };
+            for (repo, tag) in names {
+                rows.push(vec![repo, tag, short.clone(), human(i.size)]);
+            }
+        }
+        table(&rows);
+        Ok(())
+    }
+
+    pub async fn inspect(m: &Client, image: &str) -> Result<(), Fail> {
+        let (s, i) = m.image_status(image).await?;
+        let config: serde_json::Value =
+            serde_json::from_str(&i.config).unwrap_or(serde_json::Value::Null);
+        let doc = serde_json::json!({
+            "id": s.id,
+            "repoTags": s.repo_tags,
+            "repoDigests": s.repo_digests,
+            "size": s.size,
+            "user": s.user,
+            "manifest": i.manifest,
+            "index": i.index,
+            "platform": i.platform,
+            "chainIDs": i.layers,
+            "layerDirs": i.layer_dirs,
+            "pulledAt": i.pulled_at,
+            "config": config,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).expect("JSON"));
+        Ok(())
     }
 }
 

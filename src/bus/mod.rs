@@ -7,6 +7,7 @@
 
 pub mod callers;
 pub mod errors;
+pub mod images;
 pub mod limits;
 pub mod manager;
 pub mod polkit;
@@ -65,6 +66,7 @@ fn polkit_details(
 
 pub struct Service {
     pub lifecycle: Arc<Lifecycle>,
+    pub images: Arc<crate::image::Images>,
     auth: polkit::Authorizer,
     conn: Connection,
     /// Mutating operations in flight; shutdown waits for them.
@@ -346,6 +348,7 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
     let store = Store::open(&settings.state_dir)?;
     let (event_tx, event_rx) = mpsc::unbounded_channel();
     let machined = crate::machined::Machined::new(&conn);
+    let images = crate::image::Images::open(settings.images())?;
     let lifecycle = Arc::new(Lifecycle::new(
         settings, store, systemd, machined, event_tx,
     )?);
@@ -353,6 +356,7 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
 
     let service = Arc::new(Service {
         lifecycle: lifecycle.clone(),
+        images,
         auth: polkit::Authorizer::new(
             &conn,
             std::time::Duration::from_millis(lifecycle.settings.polkit_timeout_ms),
@@ -368,6 +372,15 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
         .at(
             MANAGER_PATH,
             Manager {
+                service: service.clone(),
+            },
+        )
+        .await
+        .map_err(export)?;
+    server
+        .at(
+            MANAGER_PATH,
+            images::ImagesObject {
                 service: service.clone(),
             },
         )

@@ -15,18 +15,30 @@ pub struct Daemon {
     client: Mutex<Option<Client>>,
     /// Upper bound for one D-Bus call; a longer wait is DEADLINE_EXCEEDED.
     call_timeout: Duration,
+    /// Pulls on a connection of their own, with a bound to match: a large
+    /// image from a slow registry takes longer than any pod operation, and
+    /// the daemon ends a pull whose registry stalls.
+    pull_client: Mutex<Option<Client>>,
 }
+
+/// Upper bound for one PullImage's D-Bus call.
+pub const PULL_CALL_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
 
 impl Daemon {
     pub fn new(call_timeout: Duration) -> Self {
         Daemon {
             client: Mutex::new(None),
             call_timeout,
+            pull_client: Mutex::new(None),
         }
     }
 
     async fn client(&self) -> zbus::Result<Client> {
-        let mut slot = self.client.lock().await;
+        Self::connect(&self.client, self.call_timeout).await
+    }
+
+    async fn connect(slot: &Mutex<Option<Client>>, timeout: Duration) -> zbus::Result<Client> {
+        let mut slot = slot.lock().await;
         if let Some(p) = slot.as_ref() {
             return Ok(p.clone());
         }
@@ -37,16 +49,14 @@ impl Daemon {
                 format!("cannot connect to the system bus: {e}"),
             )))
         };
-        let conn = system_connection(self.call_timeout)
-            .await
-            .map_err(unavailable)?;
+        let conn = system_connection(timeout).await.map_err(unavailable)?;
         // No properties to cache: building the proxy costs no round-trip.
         let p = ManagerProxy::builder(&conn)
             .cache_properties(zbus::proxy::CacheProperties::No)
             .build()
             .await
             .map_err(unavailable)?;
-        let c = Client::from_proxy(p);
+        let c = Client::from_proxy(p).await.map_err(unavailable)?;
         *slot = Some(c.clone());
         Ok(c)
     }
@@ -66,6 +76,24 @@ impl Daemon {
             }
         }
         r
+    }
+
+    /// A pull, on the pulls' connection, its error as a gRPC status.
+    pub async fn pull_rpc<T, F, Fut>(&self, f: F) -> Result<T, Status>
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: Future<Output = zbus::Result<T>>,
+    {
+        let c = Self::connect(&self.pull_client, PULL_CALL_TIMEOUT)
+            .await
+            .map_err(|e| status_of(&e))?;
+        let r = f(c).await;
+        if let Err(e) = &r {
+            if connection_lost(e) {
+                *self.pull_client.lock().await = None;
+            }
+        }
+        r.map_err(|e| status_of(&e))
     }
 
     /// `call`, with the error already a gRPC status.

@@ -23,6 +23,9 @@ pub fn code_of_kind(kind: ErrorKind) -> Code {
         ErrorKind::LimitsExceeded => Code::ResourceExhausted,
         ErrorKind::Timeout => Code::DeadlineExceeded,
         ErrorKind::InvalidState => Code::FailedPrecondition,
+        ErrorKind::RegistryUnauthorized => Code::Unauthenticated,
+        ErrorKind::RegistryDenied => Code::PermissionDenied,
+        ErrorKind::RegistryUnavailable => Code::Unavailable,
         ErrorKind::NetworkFailed | ErrorKind::SystemdFailed | ErrorKind::Internal => Code::Internal,
     }
 }
@@ -51,11 +54,13 @@ pub fn status_of(e: &zbus::Error) -> Status {
     match e {
         zbus::Error::MethodError(name, desc, _) => {
             let msg = desc.clone().unwrap_or_else(|| name.to_string());
-            let code = match kind_of(name.as_str()) {
+            let kind = kind_of(name.as_str());
+            let code = match kind {
                 Some(kind) => code_of_kind(kind),
                 None => code_of_bus_error(name.as_str()),
             };
-            if code == Code::Unavailable {
+            // A registry out of reach is the daemon's answer, word for word.
+            if code == Code::Unavailable && kind.is_none() {
                 Status::unavailable(format!("podscoped is not reachable: {name}: {msg}"))
             } else {
                 Status::new(code, msg)

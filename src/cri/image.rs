@@ -1,117 +1,188 @@
-//! `runtime.v1.ImageService`: podscope has no images yet. Only ImageFsInfo
-//! answers (clients call it on connect): the real usage of podscope's state
-//! directory.
+//! `runtime.v1.ImageService`: each call is the daemon's `Images` interface,
+//! translated. Pull and Remove run in their own tasks (a kubelet that
+//! hangs up never cuts a pull short; the layers it fetched stay for the
+//! next try). CRI's idempotency: ImageStatus of a missing image is an
+//! empty answer and RemoveImage of one succeeds.
 
-use super::daemon::Daemon;
 use super::runtime::now_ns;
+use crate::api::image::{ImageFilter, ImageInfo, ImageSummary, PullOptions};
+use crate::error::ErrorKind;
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::image_service_server::ImageService;
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::collections::HashMap;
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
 #[derive(Clone)]
 pub struct ImageApi(pub Arc<super::runtime::Cri>);
 
-/// Bytes (allocated blocks) and inodes under `root`, not following links
-/// and not crossing into other filesystems.
-pub fn usage_of(root: &Path) -> std::io::Result<(u64, u64)> {
-    let top = std::fs::symlink_metadata(root)?;
-    let dev = top.dev();
-    let (mut bytes, mut inodes) = (top.blocks() * 512, 1u64);
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let Ok(md) = entry.metadata() else { continue };
-            bytes += md.blocks() * 512;
-            inodes += 1;
-            if md.is_dir() && md.dev() == dev {
-                stack.push(entry.path());
-            }
-        }
+fn image_of(s: ImageSummary) -> cri::Image {
+    cri::Image {
+        spec: Some(cri::ImageSpec {
+            image: s.id.clone(),
+            ..Default::default()
+        }),
+        id: s.id,
+        repo_tags: s.repo_tags,
+        repo_digests: s.repo_digests,
+        size: s.size,
+        uid: (s.uid >= 0).then_some(cri::Int64Value { value: s.uid }),
+        username: s.username,
+        pinned: s.pinned,
     }
-    Ok((bytes, inodes))
 }
 
-fn unimplemented(what: &str) -> Status {
-    Status::unimplemented(format!(
-        "{what}: podscope manages pod sandboxes only; images are not implemented yet"
-    ))
+/// The verbose `info` of ImageStatus: one JSON document under "info", as
+/// containerd's and CRI-O's are (crictl inspecti prints it).
+fn verbose_info(i: &ImageInfo) -> HashMap<String, String> {
+    let config: serde_json::Value =
+        serde_json::from_str(&i.config).unwrap_or(serde_json::Value::Null);
+    let doc = serde_json::json!({
+        "manifest": i.manifest,
+        "index": i.index,
+        "platform": i.platform,
+        "chainIDs": i.layers,
+        "layerDirs": i.layer_dirs,
+        "pulledAt": i.pulled_at,
+        "imageSpec": config,
+    });
+    HashMap::from([("info".to_owned(), doc.to_string())])
 }
 
-async fn state_dir(daemon: &Daemon) -> Result<String, Status> {
-    let (_, info, _) = daemon
-        .rpc(|m| async move { m.runtime_status().await })
-        .await?;
-    Ok(info.state_dir)
+fn spec_name(spec: Option<&cri::ImageSpec>, call: &str) -> Result<String, Status> {
+    match spec.map(|s| s.image.as_str()) {
+        Some(n) if !n.is_empty() => Ok(n.to_owned()),
+        _ => Err(Status::invalid_argument(format!(
+            "{call}: image.image is required"
+        ))),
+    }
+}
+
+fn is_not_found(e: &zbus::Error) -> bool {
+    crate::api::errors::is(e, ErrorKind::NotFound)
 }
 
 #[tonic::async_trait]
 impl ImageService for ImageApi {
     async fn list_images(
         &self,
-        _: Request<cri::ListImagesRequest>,
+        req: Request<cri::ListImagesRequest>,
     ) -> Result<Response<cri::ListImagesResponse>, Status> {
-        Err(unimplemented("ListImages"))
+        let filter = ImageFilter {
+            image: req
+                .into_inner()
+                .filter
+                .and_then(|f| f.image)
+                .map(|s| s.image)
+                .filter(|s| !s.is_empty()),
+        };
+        let images = self
+            .0
+            .daemon
+            .rpc(|c| async move { c.list_images(&filter).await })
+            .await?;
+        Ok(Response::new(cri::ListImagesResponse {
+            images: images.into_iter().map(image_of).collect(),
+        }))
     }
+
     async fn image_status(
         &self,
-        _: Request<cri::ImageStatusRequest>,
+        req: Request<cri::ImageStatusRequest>,
     ) -> Result<Response<cri::ImageStatusResponse>, Status> {
-        Err(unimplemented("ImageStatus"))
+        let req = req.into_inner();
+        let name = spec_name(req.image.as_ref(), "ImageStatus")?;
+        let r = self
+            .0
+            .daemon
+            .call(|c| async move { c.image_status(&name).await })
+            .await;
+        match r {
+            Ok((summary, info)) => Ok(Response::new(cri::ImageStatusResponse {
+                image: Some(image_of(summary)),
+                info: if req.verbose {
+                    verbose_info(&info)
+                } else {
+                    HashMap::new()
+                },
+            })),
+            Err(e) if is_not_found(&e) => Ok(Response::new(cri::ImageStatusResponse::default())),
+            Err(e) => Err(super::errors::status_of(&e)),
+        }
     }
+
     async fn pull_image(
         &self,
-        _: Request<cri::PullImageRequest>,
+        req: Request<cri::PullImageRequest>,
     ) -> Result<Response<cri::PullImageResponse>, Status> {
-        Err(unimplemented("PullImage"))
+        let req = req.into_inner();
+        let name = spec_name(req.image.as_ref(), "PullImage")?;
+        let auth = req.auth.unwrap_or_default();
+        let opt = |s: String| (!s.is_empty()).then_some(s);
+        let options = PullOptions {
+            username: opt(auth.username),
+            password: opt(auth.password),
+            auth: opt(auth.auth),
+            identity_token: opt(auth.identity_token),
+            registry_token: opt(auth.registry_token),
+        };
+        let cri = Arc::clone(&self.0);
+        let image = super::runtime::detached(async move {
+            cri.daemon
+                .pull_rpc(|c| async move { c.pull_image(&name, &options).await })
+                .await
+        })
+        .await?;
+        Ok(Response::new(cri::PullImageResponse {
+            image_ref: image.id,
+        }))
     }
+
     async fn remove_image(
         &self,
-        _: Request<cri::RemoveImageRequest>,
+        req: Request<cri::RemoveImageRequest>,
     ) -> Result<Response<cri::RemoveImageResponse>, Status> {
-        Err(unimplemented("RemoveImage"))
+        let name = spec_name(req.into_inner().image.as_ref(), "RemoveImage")?;
+        let cri = Arc::clone(&self.0);
+        super::runtime::detached(async move {
+            match cri
+                .daemon
+                .call(|c| async move { c.remove_image(&name).await })
+                .await
+            {
+                Ok(()) => Ok(()),
+                Err(e) if is_not_found(&e) => Ok(()),
+                Err(e) => Err(super::errors::status_of(&e)),
+            }
+        })
+        .await?;
+        Ok(Response::new(cri::RemoveImageResponse {}))
     }
 
     async fn image_fs_info(
         &self,
         _: Request<cri::ImageFsInfoRequest>,
     ) -> Result<Response<cri::ImageFsInfoResponse>, Status> {
-        let dir = state_dir(&self.0.daemon).await?;
-        let path = dir.clone();
-        let (bytes, inodes) = tokio::task::spawn_blocking(move || usage_of(Path::new(&path)))
-            .await
-            .map_err(|e| Status::internal(format!("ImageFsInfo: {e}")))?
-            .map_err(|e| Status::internal(format!("ImageFsInfo: cannot read {dir}: {e}")))?;
+        let i = self
+            .0
+            .daemon
+            .rpc(|c| async move { c.image_fs_info().await })
+            .await?;
         let usage = cri::FilesystemUsage {
             timestamp: now_ns(),
-            fs_id: Some(cri::FilesystemIdentifier { mountpoint: dir }),
-            used_bytes: Some(cri::UInt64Value { value: bytes }),
-            inodes_used: Some(cri::UInt64Value { value: inodes }),
+            fs_id: Some(cri::FilesystemIdentifier {
+                mountpoint: i.mountpoint,
+            }),
+            used_bytes: Some(cri::UInt64Value {
+                value: i.used_bytes,
+            }),
+            inodes_used: Some(cri::UInt64Value {
+                value: i.inodes_used,
+            }),
         };
         Ok(Response::new(cri::ImageFsInfoResponse {
             image_filesystems: vec![usage],
             container_filesystems: Vec::new(),
         }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn usage_counts_files_and_dirs() {
-        let root = std::env::temp_dir().join(format!("podscope-usage-{}", std::process::id()));
-        std::fs::create_dir_all(root.join("a/b")).unwrap();
-        std::fs::write(root.join("a/b/f"), vec![1u8; 10_000]).unwrap();
-        let (bytes, inodes) = usage_of(&root).unwrap();
-        std::fs::remove_dir_all(&root).unwrap();
-        assert_eq!(inodes, 4, "root, a, b, f");
-        assert!(bytes >= 10_000, "{bytes}");
     }
 }

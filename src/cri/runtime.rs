@@ -76,7 +76,7 @@ async fn traced<T>(
 }
 
 /// Run `work` to completion even if the caller goes away, and wait for it.
-async fn detached<T: Send + 'static>(
+pub(super) async fn detached<T: Send + 'static>(
     work: impl Future<Output = Result<T, Status>> + Send + 'static,
 ) -> Result<T, Status> {
     tokio::spawn(work)

@@ -22,14 +22,15 @@ async fn interface_xml_matches_live_introspection() {
         .expect("make install ships the interface XML");
     for iface in [
         "org.podscope.Sandbox1.Manager",
+        "org.podscope.Sandbox1.Images",
         "org.podscope.Sandbox1.Sandbox",
     ] {
         let want = interface_tags(&shipped, iface);
         let live = interface_tags(
-            if iface.ends_with("Manager") {
-                &live_mgr
-            } else {
+            if iface.ends_with("Sandbox") {
                 &live_sb
+            } else {
+                &live_mgr
             },
             iface,
         );

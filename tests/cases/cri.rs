@@ -209,21 +209,28 @@ async fn cri_runtime_answers_version_status_config_and_image_fs() {
         cri::CgroupDriver::Systemd as i32
     );
 
-    // A checkpoint on disk, so the state directory has bytes to count (on
-    // tmpfs, as in the harness, empty directories count none).
-    let (m, _) = manager().await;
-    let (held, _) = m
-        .create(&pod_in(&uniq("cri-fs"), "cri-test", "u", 0), &host_net())
-        .await
-        .unwrap();
+    // An image in the store, so it has bytes to count (on tmpfs, as in
+    // the harness, empty directories count none).
+    img.pull_image(cri::PullImageRequest {
+        image: Some(cri::ImageSpec {
+            image: "busybox".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     let fs = img
         .image_fs_info(cri::ImageFsInfoRequest {})
         .await
         .unwrap()
         .into_inner();
     let u = &fs.image_filesystems[0];
-    assert_eq!(u.fs_id.as_ref().unwrap().mountpoint, "/var/lib/podscope");
-    let du: u64 = sh("du -sB1 /var/lib/podscope | cut -f1")
+    assert_eq!(
+        u.fs_id.as_ref().unwrap().mountpoint,
+        "/var/lib/podscope/images"
+    );
+    let du: u64 = sh("du -sB1 /var/lib/podscope/images | cut -f1")
         .trim()
         .parse()
         .unwrap();
@@ -234,7 +241,6 @@ async fn cri_runtime_answers_version_status_config_and_image_fs() {
         "{used} vs du {du}"
     );
     assert!(u.inodes_used.unwrap().value >= 2);
-    m.remove(&held).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -463,8 +469,8 @@ async fn cri_errors_map_to_grpc_codes() {
     assert_eq!(code, Code::Unimplemented);
     assert!(msg.contains("not implemented"), "{msg}");
     let (_, mut img) = clients_at(SOCKET).await;
-    let (code, _) = code_of(img.pull_image(cri::PullImageRequest::default()).await);
-    assert_eq!(code, Code::Unimplemented);
+    let (code, msg) = code_of(img.pull_image(cri::PullImageRequest::default()).await);
+    assert_eq!(code, Code::InvalidArgument, "{msg}");
 
     // PERMISSION_DENIED: a frontend run by an unprivileged user is refused
     // by polkit on the daemon's side.

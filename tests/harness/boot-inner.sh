@@ -15,6 +15,14 @@ mount --rbind /dev "$N/dev"
 mount -t tmpfs -o mode=755 tmpfs "$N/run"
 # systemd-tmpfiles --boot empties /tmp: it must be private.
 mount -t tmpfs -o mode=1777 tmpfs "$N/tmp"
+# podscope's state on a filesystem of its own, as on a node (ext4, xfs):
+# the overlay root cannot hold overlayfs' own whiteouts (0/0 character
+# devices) or trusted.overlay.* xattrs, which the image store's layers do.
+# Not for the package tests (run-bare), which purge /var/lib/podscope.
+if [[ ${HARNESS_MODE:-run} == run ]]; then
+    mkdir -p "$N/var/lib/podscope"
+    mount -t tmpfs -o mode=755 tmpfs "$N/var/lib/podscope"
+fi
 # The repository is shared, so target/ (test binaries) is visible inside.
 mkdir -p "$N$REPO" && mount --bind "$REPO" "$N$REPO"
 ip link set lo up

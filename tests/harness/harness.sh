@@ -36,7 +36,7 @@ boot() {
     flock -w 600 9 || fail "another harness is running (one at a time: they share the cgroup tree)"
     cgroup_dirs > "$WORK/cgroups.before"
     say "booting systemd (log: $LOG)"
-    REPO=$REPO unshare --pid --fork --mount --net --uts --ipc --propagation private \
+    REPO=$REPO HARNESS_MODE=$mode unshare --pid --fork --mount --net --uts --ipc --propagation private \
         "$HERE/boot-inner.sh" > "$LOG" 2>&1 &
     UNSHARE_PID=$!
     for _ in $(seq 100); do
@@ -85,6 +85,15 @@ install_cni_network() {
     say "CNI network podscope-test in /etc/cni/net.d"
 }
 
+# The image registries and test images (tests/harness/registry/start.sh):
+# registries.conf mirrors, docker-registry on 127.0.0.1:5000 and :5001.
+install_registries() {
+    local t0=$SECONDS
+    inside "$REPO/tests/harness/registry/start.sh" > "$WORK/registry.log" 2>&1 \
+        || { cat "$WORK/registry.log" >&2; fail "starting the test registries failed"; }
+    say "test registries on 127.0.0.1:5000 and :5001, images pushed ($((SECONDS - t0)) s)"
+}
+
 shutdown() {
     [[ -n $SYSTEMD_PID ]] || return 0
     if kill -0 "$SYSTEMD_PID" 2>/dev/null; then
@@ -124,6 +133,7 @@ case ${1:-} in
         boot
         if [[ $mode == run ]]; then install_project; fi
         install_cni_network
+        if [[ $mode == run ]]; then install_registries; fi
         set +e
         inside env -C "$REPO" "$@"
         rc=$?

@@ -1,0 +1,120 @@
+//! The dictionaries of `org.podscope.Sandbox1.Images`, one Rust type each
+//! (the same rules as `sandbox`: inputs deny unknown keys, outputs need
+//! every key and ignore new ones).
+
+use crate::image::manifest::user_of;
+use crate::image::ImageRecord;
+use serde::Deserialize;
+use zbus::zvariant::{SerializeDict, Type};
+
+/// Pull's `options`: the registry credentials, as CRI's AuthConfig has
+/// them. Absent: the auth files (containers-auth.json(5)), else anonymous.
+#[derive(Clone, Default, PartialEq, Eq, SerializeDict, Deserialize, Type)]
+#[zvariant(signature = "a{sv}")]
+#[serde(default, deny_unknown_fields)]
+pub struct PullOptions {
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// base64 of `username:password`.
+    pub auth: Option<String>,
+    /// An OAuth2 refresh token for the registry's token service.
+    pub identity_token: Option<String>,
+    /// A bearer token sent as is.
+    pub registry_token: Option<String>,
+}
+
+impl std::fmt::Debug for PullOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PullOptions {{ username: {:?}, .. }}", self.username)
+    }
+}
+
+impl PullOptions {
+    pub fn credentials(&self) -> Result<crate::image::auth::Credentials, crate::Error> {
+        let s = |o: &Option<String>| o.clone().unwrap_or_default();
+        crate::image::auth::Credentials {
+            username: s(&self.username),
+            password: s(&self.password),
+            identity_token: s(&self.identity_token),
+            registry_token: s(&self.registry_token),
+        }
+        .with_auth(&s(&self.auth))
+        .map_err(|e| crate::Error::invalid("options.auth", e))
+    }
+}
+
+/// List's `filter`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, SerializeDict, Deserialize, Type)]
+#[zvariant(signature = "a{sv}")]
+#[serde(default, deny_unknown_fields)]
+pub struct ImageFilter {
+    /// Only the image this name (tag, digest or id) resolves to.
+    pub image: Option<String>,
+}
+
+/// One image, as List, Status and Pull return it.
+#[derive(Debug, Clone, PartialEq, Eq, SerializeDict, Deserialize, Type)]
+#[zvariant(signature = "a{sv}")]
+pub struct ImageSummary {
+    /// `sha256:<config digest>`.
+    pub id: String,
+    pub repo_tags: Vec<String>,
+    pub repo_digests: Vec<String>,
+    /// Config plus compressed layers, in bytes.
+    pub size: u64,
+    /// The config's User as written ("1002", "www-data:1004", "").
+    pub user: String,
+    /// The user's numeric uid, -1 when it is a name or not set.
+    pub uid: i64,
+    /// The user's name, "" when it is a number or not set.
+    pub username: String,
+    pub pinned: bool,
+}
+
+impl ImageSummary {
+    pub fn of(r: &ImageRecord) -> Self {
+        let (uid, username) = user_of(&r.user);
+        ImageSummary {
+            id: r.id.to_string(),
+            repo_tags: r.repo_tags.clone(),
+            repo_digests: r.repo_digests.clone(),
+            size: r.size,
+            user: r.user.clone(),
+            uid: uid.unwrap_or(-1),
+            username,
+            pinned: false,
+        }
+    }
+}
+
+/// Status's second answer: where the image came from and what it is made of.
+#[derive(Debug, Clone, PartialEq, Eq, SerializeDict, Deserialize, Type)]
+#[zvariant(signature = "a{sv}")]
+pub struct ImageInfo {
+    /// The platform manifest's digest.
+    pub manifest: String,
+    /// The index's digest when the image was pulled through one, else "".
+    pub index: String,
+    /// os/architecture[/variant] from the config.
+    pub platform: String,
+    /// Chain ids of the layers, bottom first.
+    pub layers: Vec<String>,
+    /// Each layer's directory in the store (overlayfs lower directories).
+    pub layer_dirs: Vec<String>,
+    /// The config document, as pulled.
+    pub config: String,
+    /// Unix time in nanoseconds.
+    pub pulled_at: u64,
+}
+
+/// FsInfo's answer: the image store's filesystem use.
+#[derive(Debug, Clone, PartialEq, Eq, SerializeDict, Deserialize, Type)]
+#[zvariant(signature = "a{sv}")]
+pub struct ImageFsInfo {
+    pub mountpoint: String,
+    pub used_bytes: u64,
+    pub inodes_used: u64,
+    pub images: u32,
+    /// Unix time in nanoseconds of the reading.
+    pub timestamp: u64,
+}

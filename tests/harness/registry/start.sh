@@ -1,0 +1,56 @@
+#!/bin/bash
+# Inside the harness: the test images' registries, filled.
+#   - registries.conf (mirrors of registry.k8s.io, gcr.io, docker.io and
+#     public.ecr.aws to 127.0.0.1:5000) into /etc/containers;
+#   - Debian's docker-registry on 127.0.0.1:5000 (anonymous) and
+#     127.0.0.1:5001 (htpasswd: podscope / $AUTH_PASSWORD), as transient units;
+#   - the images tests/images/build.sh made (built once into
+#     target/test-images, again when build.sh changes) pushed with skopeo.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../../.." && pwd)
+IMAGES=$REPO/target/test-images
+AUTH_PASSWORD=podscope-s3cret
+say() { echo "registry: $*" >&2; }
+
+install -D -m 0644 "$HERE/registries.conf" /etc/containers/registries.conf
+rm -f /etc/containers/registries.conf.d/*.conf 2>/dev/null || true
+mkdir -p /var/lib/podscope-test/registry /var/lib/podscope-test/registry-auth
+htpasswd -Bbn podscope "$AUTH_PASSWORD" > /var/lib/podscope-test/htpasswd
+
+for unit in registry:config.yml:5000 registry-auth:config-auth.yml:5001; do
+    IFS=: read -r name conf port <<<"$unit"
+    systemctl stop "podscope-test-$name" 2>/dev/null || true
+    systemctl reset-failed "podscope-test-$name" 2>/dev/null || true
+    systemd-run --quiet --unit="podscope-test-$name" --property=Type=simple \
+        /usr/bin/docker-registry serve "$HERE/$conf"
+done
+for port in 5000 5001; do
+    for _ in $(seq 100); do
+        code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/" || true)
+        [[ $code == 200 || $code == 401 ]] && break
+        sleep 0.1
+    done
+    [[ $code == 200 || $code == 401 ]] || { say "the registry on $port did not come up"; journalctl -u "podscope-test-registry*" --no-pager -n 30 >&2; exit 1; }
+done
+
+stamp=$(sha256sum "$REPO/tests/images/build.sh" /bin/busybox | sha256sum | cut -c1-16)
+if [[ ! -f $IMAGES/images.list || $(cat "$IMAGES/.stamp" 2>/dev/null) != "$stamp" ]]; then
+    say "building test images into $IMAGES"
+    "$REPO/tests/images/build.sh" "$IMAGES"
+    echo "$stamp" > "$IMAGES/.stamp"
+fi
+n=0
+while read -r layout tag repo; do
+    dest=127.0.0.1:5000/$repo
+    creds=()
+    if [[ $repo == auth:* ]]; then
+        dest=127.0.0.1:5001/${repo#auth:}
+        creds=(--dest-creds "podscope:$AUTH_PASSWORD")
+    fi
+    skopeo copy --quiet --all --dest-tls-verify=false "${creds[@]}" \
+        "oci:$layout:$tag" "docker://$dest:$tag" \
+        || { say "pushing $repo:$tag failed"; exit 1; }
+    n=$((n + 1))
+done < "$IMAGES/images.list"
+say "$n tags pushed to 127.0.0.1:5000 and :5001"
