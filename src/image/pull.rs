@@ -335,7 +335,7 @@ impl Images {
         let work = self.store.temp_dir("layer")?;
         let root = work.join("root");
         std::fs::create_dir(&root).map_err(|e| Error::io("create layer root", e))?;
-        let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(16);
+        let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(4);
         let unpack_root = root.clone();
         let unpacker = tokio::task::spawn_blocking(move || {
             let mut reader = ChannelReader {

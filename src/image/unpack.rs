@@ -24,6 +24,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::rc::Rc;
 
 const WHITEOUT_PREFIX: &str = ".wh.";
 const OPAQUE: &str = ".wh..wh..opq";
@@ -73,6 +74,8 @@ pub fn unpack(input: impl Read, compression: &Compression, dest: &Path) -> Resul
     let root = open_root(dest)?;
     let mut writer = Writer {
         root,
+        parent_cache: None,
+        umask: process_umask(),
         dirs: Vec::new(),
         buf: vec![0u8; 256 << 10],
         entries: 0,
@@ -141,6 +144,13 @@ fn cvt(r: libc::c_int) -> io::Result<()> {
 
 struct Writer {
     root: OwnedFd,
+    /// The last parent directory opened, with whether it is setgid (its
+    /// new files then take its group): runs of files in one directory
+    /// resolve it once. Any entry that could change what a path resolves
+    /// to (directories, symlinks, whiteouts, devices) forgets it.
+    parent_cache: Option<(PathBuf, Rc<OwnedFd>, bool)>,
+    /// The process's umask, which new files' modes pass through.
+    umask: u32,
     /// Directories and their mtimes, set at the end (entries written into
     /// a directory change its mtime).
     dirs: Vec<(PathBuf, i64)>,
@@ -170,6 +180,25 @@ impl Writer {
         let fd = openat2(self.root.as_raw_fd(), path, how)?;
         // SAFETY: a new fd we own.
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// The parent directory of an entry (see `parent_cache`) and whether
+    /// it is setgid.
+    fn cached_parent(&mut self, rel: &Path) -> Result<(Rc<OwnedFd>, bool)> {
+        let p = rel.parent().unwrap_or(Path::new(""));
+        if let Some((path, fd, sgid)) = &self.parent_cache {
+            if path == p {
+                return Ok((Rc::clone(fd), *sgid));
+            }
+        }
+        let fd = Rc::new(self.parent(rel)?);
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: valid fd and buffer.
+        let sgid = unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) } == 0
+            // SAFETY: initialised when fstat returned 0.
+            && unsafe { st.assume_init() }.st_mode & libc::S_ISGID != 0;
+        self.parent_cache = Some((p.to_owned(), Rc::clone(&fd), sgid));
+        Ok((fd, sgid))
     }
 
     /// The parent directory of an entry, made (0755, root) where the
@@ -236,6 +265,12 @@ impl Writer {
             .expect("a cleaned non-empty path has a name");
         let name_str = name.to_string_lossy();
         let ctx = |what: &str| format!("layer: {what} {}", rel.display());
+        use tar::EntryType as T;
+        if !matches!(kind, T::Regular | T::Continuous | T::GNUSparse | T::Link)
+            || name_str.starts_with(WHITEOUT_PREFIX)
+        {
+            self.parent_cache = None;
+        }
         if name_str == OPAQUE {
             let dir = self.open_in_root(
                 rel.parent().unwrap_or(Path::new("")),
@@ -269,9 +304,8 @@ impl Writer {
                 .map_err(|e| Error::io(ctx("whiteout"), e))?;
             return Ok(());
         }
-        let parent = self.parent(&rel)?;
+        let (parent, parent_sgid) = self.cached_parent(&rel)?;
         let cname = cstr(name)?;
-        use tar::EntryType as T;
         match kind {
             T::Directory => {
                 if !is_dir_at(&parent, &cname) {
@@ -291,14 +325,21 @@ impl Writer {
                 self.dirs.push((rel.clone(), meta.mtime));
             }
             T::Regular | T::Continuous | T::GNUSparse => {
-                remove_existing(&parent, &cname).map_err(|e| Error::io(ctx("replace"), e))?;
-                let fd = openat_fd(
-                    &parent,
-                    &cname,
-                    libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW,
-                    0o600,
-                )
-                .map_err(|e| Error::io(ctx("create"), e))?;
+                // Created with its mode, so most files need neither chown
+                // nor chmod: those owned by root, in a directory that is not
+                // setgid, with no bit the umask takes or open(2) may drop.
+                let want = meta.mode & 0o7777;
+                let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+                let fd = match openat_fd(&parent, &cname, flags, want & 0o777) {
+                    Ok(fd) => fd,
+                    Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                        remove_existing(&parent, &cname)
+                            .map_err(|e| Error::io(ctx("replace"), e))?;
+                        openat_fd(&parent, &cname, flags, want & 0o777)
+                            .map_err(|e| Error::io(ctx("create"), e))?
+                    }
+                    Err(e) => return Err(Error::io(ctx("create"), e)),
+                };
                 let mut f = File::from(fd);
                 loop {
                     let n = entry
@@ -311,7 +352,10 @@ impl Writer {
                         .map_err(|e| Error::io(ctx("write"), e))?;
                 }
                 let fd = OwnedFd::from(f);
-                apply_fd(&fd, &meta).map_err(|e| Error::io(ctx("set metadata of"), e))?;
+                let chown = meta.uid != 0 || meta.gid != 0 || parent_sgid;
+                let chmod = chown || want != (want & 0o777 & !self.umask);
+                apply_some(&fd, &meta, chown, chmod)
+                    .map_err(|e| Error::io(ctx("set metadata of"), e))?;
             }
             T::Symlink => {
                 let target = entry
@@ -443,6 +487,19 @@ impl Writer {
     }
 }
 
+/// The umask, as /proc says (reading it with umask(2) would change it for
+/// every thread for a moment).
+fn process_umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
+}
+
 fn openat_fd(
     dir: &OwnedFd,
     name: &CString,
@@ -537,11 +594,19 @@ fn set_times(fd: RawFd, name: Option<&CString>, mtime: i64, flags: libc::c_int) 
 /// Owner, then mode (chown clears setuid bits), xattrs and mtime of a file
 /// or directory open as `fd`.
 fn apply_fd(fd: &OwnedFd, m: &Meta) -> io::Result<()> {
+    apply_some(fd, m, true, true)
+}
+
+fn apply_some(fd: &OwnedFd, m: &Meta, chown: bool, chmod: bool) -> io::Result<()> {
     let raw = fd.as_raw_fd();
-    // SAFETY: valid fd.
-    cvt(unsafe { libc::fchown(raw, m.uid, m.gid) })?;
-    // SAFETY: valid fd.
-    cvt(unsafe { libc::fchmod(raw, m.mode) })?;
+    if chown {
+        // SAFETY: valid fd.
+        cvt(unsafe { libc::fchown(raw, m.uid, m.gid) })?;
+    }
+    if chmod {
+        // SAFETY: valid fd.
+        cvt(unsafe { libc::fchmod(raw, m.mode) })?;
+    }
     for (k, v) in &m.xattrs {
         // SAFETY: valid fd, C string and buffer.
         cvt(unsafe { libc::fsetxattr(raw, k.as_ptr(), v.as_ptr().cast(), v.len(), 0) })?;
@@ -648,6 +713,9 @@ mod tests {
         raw(&mut t, "bin/sh", T::Symlink, "/bin/busybox", b"", 0o777, 0);
         raw(&mut t, "home/u/", T::Directory, "", b"", 0o2750, 1000);
         raw(&mut t, "home/u/f", T::Regular, "", b"data", 0o640, 1000);
+        // Root's file in a setgid directory of another group, with a bit
+        // the umask would take: both kept as the tar says.
+        raw(&mut t, "home/u/g", T::Regular, "", b"data", 0o664, 0);
         raw(&mut t, "etc/.wh.gone", T::Regular, "", b"", 0o644, 0);
         raw(&mut t, "var/.wh..wh..opq", T::Regular, "", b"", 0o644, 0);
         raw(&mut t, "dev/fifo", T::Fifo, "", b"", 0o600, 0);
@@ -686,6 +754,9 @@ mod tests {
         assert_eq!((md("home/u").uid(), md("home/u").gid()), (1000, 1000));
         assert_eq!(md("home/u").permissions().mode() & 0o7777, 0o2750);
         assert_eq!(md("home/u/f").uid(), 1000);
+        assert_eq!((md("home/u/g").uid(), md("home/u/g").gid()), (0, 0));
+        assert_eq!(md("home/u/g").permissions().mode() & 0o7777, 0o664);
+        assert_eq!(md("bin/su-link").permissions().mode() & 0o7777, 0o4755);
         assert_eq!(md("home/u/f").mtime(), 1_000_000);
         assert_eq!(md("home/u").mtime(), 1_000_000, "directory times set last");
         let wh = md("etc/gone");

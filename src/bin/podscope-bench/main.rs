@@ -6,6 +6,7 @@ mod abuse;
 mod clients;
 mod crash;
 mod failpoints;
+mod images;
 
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
@@ -199,7 +200,7 @@ async fn remove_all(m: &Client) {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     // Sections to run (default: all): latency, network, cri, clients,
-    // crash, abuse, failpoints, alive, throughput.
+    // crash, abuse, failpoints, images, alive, throughput.
     let only: Vec<String> = std::env::args().skip(1).collect();
     if only.first().map(String::as_str) == Some("as-caller") {
         return as_caller(&only[1..]).await;
@@ -248,6 +249,9 @@ async fn main() {
     }
     if run("failpoints") {
         failpoints_row(&mut t).await;
+    }
+    if run("images") {
+        images::images(&m, &mut t).await;
     }
     if run("alive") {
         alive(&mut t).await;
