@@ -1,7 +1,10 @@
 //! Property-based fuzzing of everything that parses outside input: bus
 //! options and filters (any nesting of variants), checkpoints, CNI
 //! configs, results and errors, bandwidth and slice values, systemd's
-//! escaped object-path labels and CRI requests. No input may panic;
+//! escaped object-path labels, CRI requests, and for images: names,
+//! registries.conf, manifests, indexes, configs, challenges, auth files
+//! and hostile layers (which must stay inside their directory). No input
+//! may panic;
 //! what is accepted must survive the round trip it is stored or sent by.
 //!
 //! `cargo test --lib fuzz` runs each target FUZZ_CASES times (256 when
@@ -451,4 +454,237 @@ fn cri_request() -> impl Strategy<Value = k8s_cri::v1::RunPodSandboxRequest> {
                 }
             },
         )
+}
+
+// ---- images: names, registries.conf, registry answers, layers ----
+
+fn image_json() -> impl Strategy<Value = Json> {
+    let digest = prop_oneof![
+        Just(format!("sha256:{}", "a".repeat(64))),
+        Just(format!("sha512:{}", "b".repeat(128))),
+        "sha256:[0-9a-f]{0,70}",
+        ".{0,20}",
+    ];
+    let leaf = prop_oneof![
+        Just(Json::Null),
+        any::<bool>().prop_map(Json::from),
+        any::<i64>().prop_map(Json::from),
+        any::<u64>().prop_map(Json::from),
+        digest.prop_map(Json::from),
+        prop::sample::select(vec![
+            crate::image::manifest::OCI_INDEX,
+            crate::image::manifest::OCI_MANIFEST,
+            crate::image::manifest::DOCKER_LIST,
+            crate::image::manifest::DOCKER_MANIFEST,
+            "application/vnd.oci.image.layer.v1.tar+zstd",
+            "application/vnd.docker.image.rootfs.diff.tar.gzip",
+            "linux",
+            "amd64",
+            "arm64",
+            "v8",
+            "layers",
+            "1002:1004",
+            "www-data",
+        ])
+        .prop_map(Json::from),
+        text().prop_map(Json::from),
+    ];
+    let keys = prop_oneof![
+        4 => prop::sample::select(vec![
+            "schemaVersion", "mediaType", "manifests", "layers", "config", "digest",
+            "size", "platform", "architecture", "os", "variant", "rootfs", "type",
+            "diff_ids", "User", "urls", "fsLayers",
+        ])
+        .prop_map(str::to_owned),
+        1 => text(),
+    ];
+    leaf.prop_recursive(4, 64, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Json::from),
+            prop::collection::btree_map(keys.clone(), inner, 0..6)
+                .prop_map(|m| Json::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// Image names: pieces that mean something to the grammar, joined.
+fn image_name() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        prop::sample::select(vec![
+            "busybox",
+            "library",
+            "docker.io",
+            "index.docker.io",
+            "localhost",
+            "127.0.0.1:5000",
+            "[::1]:5000",
+            "gcr.io",
+            "a.b",
+            "x__y",
+            "a-b",
+            "A",
+            "..",
+            ".",
+            "",
+            "latest",
+            "1.36",
+            "sha256",
+            "@",
+            ":",
+            "/",
+            "//",
+        ])
+        .prop_map(str::to_owned),
+        "[a-z0-9._:@/-]{0,12}",
+        ".{0,8}",
+    ];
+    prop::collection::vec(piece, 0..6).prop_map(|v| v.concat())
+}
+
+/// A tar entry name from parts that try to climb, hide or collide.
+fn entry_name() -> impl Strategy<Value = String> {
+    let part = prop::sample::select(vec![
+        "a",
+        "b",
+        "..",
+        ".",
+        "",
+        "/",
+        "etc",
+        ".wh.a",
+        ".wh..wh..opq",
+        ".wh.",
+        "link",
+        "abs",
+    ]);
+    prop::collection::vec(part, 1..5).prop_map(|v| v.join("/"))
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// A name that parses is normalised once and for all: its printed form
+    /// parses to itself.
+    #[test]
+    fn image_references(s in image_name()) {
+        if let Ok(r) = crate::image::reference::Reference::parse(&s) {
+            let again = crate::image::reference::Reference::parse(&r.to_string()).unwrap();
+            prop_assert_eq!(&again, &r);
+            prop_assert!(!r.domain.is_empty() && !r.path.is_empty());
+            prop_assert!(r.tag.is_some() || r.digest.is_some());
+        }
+        let _ = crate::image::reference::id_prefix(&s);
+    }
+
+    /// registries.conf: any text; what is accepted answers `sources` for
+    /// any name without panicking, mirrors first and the registry last.
+    #[test]
+    fn registries_conf(t in prop_oneof![
+        ".{0,200}",
+        (prop::collection::vec((image_name(), image_name(), any::<bool>(), any::<bool>(),
+            prop::collection::vec((image_name(), prop::sample::select(vec!["", "all", "digest-only", "tag-only", "x"])), 0..3)), 0..4),
+         prop::collection::vec(image_name(), 0..3))
+            .prop_map(|(regs, search)| {
+                let mut s = format!("unqualified-search-registries = {:?}\n", search);
+                for (prefix, location, insecure, blocked, mirrors) in regs {
+                    s += &format!("[[registry]]\nprefix = {prefix:?}\nlocation = {location:?}\ninsecure = {insecure}\nblocked = {blocked}\n");
+                    for (m, pull) in mirrors {
+                        s += &format!("[[registry.mirror]]\nlocation = {m:?}\npull-from-mirror = {pull:?}\n");
+                    }
+                }
+                s
+            }),
+    ], name in image_name()) {
+        let mut r = crate::image::registries::Registries::default();
+        if r.merge(&t).is_ok() {
+            if let Ok(reference) = crate::image::reference::Reference::parse(&name) {
+                if let Ok(sources) = r.sources(&reference) {
+                    prop_assert!(!sources.is_empty());
+                    prop_assert!(!sources.last().unwrap().mirror);
+                    prop_assert!(sources.iter().all(|s| !s.domain.is_empty() && !s.path.is_empty()));
+                }
+            }
+        }
+    }
+
+    /// What a registry answers: manifests, indexes and configs, as JSON of
+    /// their shape or any bytes. No panic; an index's choice is one of it.
+    #[test]
+    fn registry_documents(j in image_json(), b in prop::collection::vec(any::<u8>(), 0..64),
+                          ct in prop::sample::select(vec!["", "application/json",
+                              crate::image::manifest::OCI_INDEX, crate::image::manifest::DOCKER_MANIFEST])) {
+        let bytes = serde_json::to_vec(&j).unwrap();
+        for body in [&bytes, &b] {
+            if let Ok(crate::image::manifest::Document::Index(idx)) =
+                crate::image::manifest::parse_document(ct, body)
+            {
+                let host = crate::domain::platform::host();
+                if let Some(d) = crate::image::manifest::choose(&idx, &host) {
+                    prop_assert!(idx.manifests.contains(d));
+                }
+            }
+            if let Ok(c) = crate::image::manifest::parse_config(body) {
+                let ids = crate::image::manifest::chain_ids(&c.rootfs.diff_ids);
+                prop_assert_eq!(ids.len(), c.rootfs.diff_ids.len());
+                let _ = crate::image::manifest::user_of(
+                    c.config.and_then(|c| c.user).as_deref().unwrap_or(""));
+            }
+        }
+    }
+
+    /// Challenges and auth files: any text.
+    #[test]
+    fn registry_auth(h in prop_oneof![".{0,80}", "(Bearer|Basic|bearer) [a-z=\",. ]{0,60}"],
+                     j in image_json(), repo in image_name()) {
+        let _ = crate::image::auth::parse_challenge(&h);
+        let file = serde_json::json!({"auths": {repo.clone(): {"auth": h.clone()}}}).to_string();
+        let _ = crate::image::auth::lookup(&file, &repo);
+        let _ = crate::image::auth::lookup(&j.to_string(), &repo);
+    }
+
+    /// A layer of hostile entries (climbing names, symlinks out, hardlinks
+    /// to anything, whiteouts of anything): unpacked or refused, never a
+    /// panic, and nothing appears beside the layer's directory.
+    #[test]
+    fn layers_stay_inside(entries in prop::collection::vec(
+        (entry_name(), 0u8..6, prop_oneof![entry_name(), Just("/".to_owned()), Just("/etc".to_owned())]), 1..8),
+        garbage in prop::collection::vec(any::<u8>(), 0..64)) {
+        let outer = crate::store::tests::TempDir::new();
+        let layer = outer.0.join("layer");
+        std::fs::create_dir(&layer).unwrap();
+        let mut t = Vec::new();
+        for (name, kind, link) in &entries {
+            let mut h = tar::Header::new_ustar();
+            let old = h.as_old_mut();
+            let n = name.as_bytes();
+            old.name[..n.len().min(99)].copy_from_slice(&n[..n.len().min(99)]);
+            let l = link.as_bytes();
+            old.linkname[..l.len().min(99)].copy_from_slice(&l[..l.len().min(99)]);
+            h.set_entry_type(match kind {
+                0 => tar::EntryType::Regular,
+                1 => tar::EntryType::Directory,
+                2 => tar::EntryType::Symlink,
+                3 => tar::EntryType::Link,
+                4 => tar::EntryType::Fifo,
+                _ => tar::EntryType::Regular,
+            });
+            h.set_size(if *kind == 0 { 3 } else { 0 });
+            h.set_mode(0o755);
+            h.set_cksum();
+            t.extend_from_slice(h.as_bytes());
+            if *kind == 0 {
+                t.extend_from_slice(b"abc");
+                t.extend(std::iter::repeat_n(0u8, 509));
+            }
+        }
+        t.extend_from_slice(&garbage);
+        t.extend(std::iter::repeat_n(0u8, 1024));
+        let _ = crate::image::unpack::unpack(t.as_slice(), &crate::image::manifest::Compression::None, &layer);
+        let beside: Vec<_> = std::fs::read_dir(&outer.0).unwrap().flatten().map(|e| e.file_name()).collect();
+        prop_assert_eq!(beside, vec![std::ffi::OsString::from("layer")]);
+        // Where an escape through "/" or "/etc" would land.
+        for p in ["/a", "/b", "/link", "/abs", "/etc/a", "/etc/b", "/etc/link", "/etc/abs"] {
+            prop_assert!(std::fs::symlink_metadata(p).is_err(), "{} appeared", p);
+        }
+    }
 }

@@ -34,7 +34,9 @@ fn make_layers(n: usize, per: usize) -> Vec<Layer> {
     let mut files: Vec<PathBuf> = Vec::new();
     let mut stack = vec![PathBuf::from("/usr/lib")];
     while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
         let mut entries: Vec<_> = rd.flatten().map(|e| e.path()).collect();
         entries.sort();
         for p in entries.into_iter().rev() {
@@ -151,7 +153,11 @@ async fn push_blob(http: &reqwest::Client, repo: &str, bytes: Vec<u8>) -> Digest
         .unwrap();
     assert_eq!(r.status().as_u16(), 202, "start upload");
     let loc = r.headers()["location"].to_str().unwrap().to_owned();
-    let url = if loc.starts_with("http") { loc } else { format!("{REGISTRY}{loc}") };
+    let url = if loc.starts_with("http") {
+        loc
+    } else {
+        format!("{REGISTRY}{loc}")
+    };
     let sep = if url.contains('?') { '&' } else { '?' };
     let r = http
         .put(format!("{url}{sep}digest={d}"))
@@ -293,7 +299,11 @@ pub async fn images(m: &Client, t: &mut Table) {
     t.add(
         "daemon RSS during the pull, above idle",
         "<= 24 MiB",
-        format!("{:.1} MiB (idle {:.1} MiB)", grew as f64 / 1024.0, idle as f64 / 1024.0),
+        format!(
+            "{:.1} MiB (idle {:.1} MiB)",
+            grew as f64 / 1024.0,
+            idle as f64 / 1024.0
+        ),
         Some(grew <= 24 * 1024),
     );
 
@@ -420,10 +430,20 @@ pub async fn images(m: &Client, t: &mut Table) {
         let repo = format!("bench/many-{i}");
         let d = push_blob(&http, &repo, small.gz.clone()).await;
         let l = (d, small.gz.len(), small.diff_id.clone());
-        push_image(&http, &repo, "latest", std::slice::from_ref(&l), &format!("many-{i}")).await;
-        m.pull_image(&format!("127.0.0.1:5000/bench/many-{i}:latest"), &PullOptions::default())
-            .await
-            .unwrap();
+        push_image(
+            &http,
+            &repo,
+            "latest",
+            std::slice::from_ref(&l),
+            &format!("many-{i}"),
+        )
+        .await;
+        m.pull_image(
+            &format!("127.0.0.1:5000/bench/many-{i}:latest"),
+            &PullOptions::default(),
+        )
+        .await
+        .unwrap();
     }
     let n = m.list_images(&Default::default()).await.unwrap().len();
     let mut list = Vec::new();
