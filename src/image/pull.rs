@@ -53,6 +53,9 @@ impl Images {
     ) -> Result<Pulled> {
         let r = Reference::parse(reference)?;
         let started = Instant::now();
+        // Held from here: no garbage collection takes what this pull
+        // finds present and is about to name in a record.
+        let _gc = self.gc_lock.read().await;
         // A digest already present needs no registry.
         if let Some(d) = &r.digest {
             if let Some(rec) = self.store.by_manifest(d) {
@@ -70,10 +73,15 @@ impl Images {
         }
         let registries = self.registries()?;
         let sources = registries.sources(&r)?;
-        let _gc = self.gc_lock.read().await;
         let mut failures: Vec<Error> = Vec::new();
         for source in &sources {
-            let creds = creds.clone().filter(|c| !c.is_empty()).or_else(|| {
+            // The caller's credentials are for the image's registry (a
+            // pull secret): a mirror on another host gets those of the
+            // auth files for itself, never them.
+            let given = creds
+                .clone()
+                .filter(|c| !c.is_empty() && source.domain == r.domain);
+            let creds = given.or_else(|| {
                 super::auth::from_files(
                     &self.settings.auth_files,
                     &format!("{}/{}", source.domain, source.path),

@@ -40,6 +40,20 @@ async fn forget(m: &Client, name: &str) {
     }
 }
 
+/// Remove `name` and wait for the garbage collection to take its layers,
+/// so that the next pull of it is a cold one.
+async fn forget_cold(m: &Client, name: &str) {
+    let Ok((s, info)) = m.image_status(name).await else {
+        return;
+    };
+    m.remove_image(&s.id).await.unwrap();
+    wait_until(Duration::from_secs(10), || {
+        info.layer_dirs
+            .iter()
+            .all(|d| !std::path::Path::new(d).exists())
+    });
+}
+
 /// The registry proxy on `port`, in front of :5000, its state in a fresh dir.
 struct Proxy {
     port: u16,
@@ -390,8 +404,8 @@ async fn a_digest_present_needs_no_registry_and_pulls_share_layers() {
     let (m, _) = manager().await;
     let proxy = Proxy::start(5002);
     let name = proxy.name("podscope-test/multilayer");
-    forget(&m, &name).await;
-    forget(&m, &format!("{REG}/podscope-test/multilayer")).await;
+    forget_cold(&m, &name).await;
+    forget_cold(&m, &format!("{REG}/podscope-test/multilayer")).await;
     // Two pulls at once: each layer is fetched once.
     let none = PullOptions::default();
     let (a, b) = tokio::join!(m.pull_image(&name, &none), m.pull_image(&name, &none));
@@ -428,8 +442,8 @@ async fn a_registry_that_hangs_or_resets_mid_blob_is_named_and_a_retry_works() {
         let (m, _) = manager().await;
         let proxy = Proxy::start(5003);
         let name = proxy.name("podscope-test/zstd");
-        forget(&m, &name).await;
-        forget(&m, &format!("{REG}/podscope-test/zstd")).await;
+        forget_cold(&m, &name).await;
+        forget_cold(&m, &format!("{REG}/podscope-test/zstd")).await;
 
         proxy.mode("hang");
         let (k, msg) = pull_err(&m, &name, &PullOptions::default()).await;
@@ -463,8 +477,8 @@ async fn kill_during_a_pull_leaves_no_half_image() {
     let (m, conn) = manager().await;
     let proxy = Proxy::start(5004);
     let name = proxy.name("podscope-test/multilayer");
-    forget(&m, &name).await;
-    forget(&m, &format!("{REG}/podscope-test/multilayer")).await;
+    forget_cold(&m, &name).await;
+    forget_cold(&m, &format!("{REG}/podscope-test/multilayer")).await;
     proxy.mode("hang");
     // The pull, from another connection, left hanging mid-blob.
     let c2 = podscope::api::Client::new(&conn).await.unwrap();
