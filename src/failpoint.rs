@@ -1,5 +1,6 @@
 //! Crash points for the kill-at-every-step tests: at each step boundary of
-//! Create, Start, Stop, Remove and the network reconciliation, a build
+//! Create, Start, Stop, Remove and the network reconciliation, and of a
+//! pull and an image's removal, a build
 //! with the `failpoints` feature kills its own daemon with SIGKILL when
 //! `PODSCOPE_FAILPOINT` names that point, exactly as `kill -9` would at
 //! that moment. Only the integration tests build with the feature (see
@@ -32,6 +33,28 @@ pub const ALL: &[&str] = &[
     RECONCILE_DELETED,
     RECONCILE_NETNS_STOPPED,
 ];
+
+/// The image store's, for the same test of pulls and removals (a driver
+/// of their own: src/bin/podscope-bench/failpoints.rs, `run_images`).
+pub const IMAGES: &[&str] = &[
+    PULL_LAYER_COMMITTED,
+    PULL_BLOBS_WRITTEN,
+    PULL_RECORDED,
+    IMAGE_RECORD_DELETED,
+    GC_LAYER_TRASHED,
+];
+
+/// One layer unpacked and in the store; the others, the blobs and the
+/// record not yet.
+pub const PULL_LAYER_COMMITTED: &str = "pull.layer-committed";
+/// Every layer and blob in the store; no record.
+pub const PULL_BLOBS_WRITTEN: &str = "pull.blobs-written";
+/// The record saved; the caller not yet answered.
+pub const PULL_RECORDED: &str = "pull.recorded";
+/// Remove deleted the record; its layers not yet collected.
+pub const IMAGE_RECORD_DELETED: &str = "remove-image.record-deleted";
+/// The garbage collection moved a layer into tmp/, not yet deleted.
+pub const GC_LAYER_TRASHED: &str = "gc.layer-trashed";
 
 pub const CREATE_SAVED: &str = "create.saved";
 pub const CREATE_ATTACHMENT_SAVED: &str = "create.attachment-saved";
@@ -99,6 +122,11 @@ mod tests {
                 "{name}"
             );
             assert!(!step.is_empty(), "{name}");
+        }
+        for name in super::IMAGES {
+            assert!(seen.insert(name), "{name} listed twice");
+            let (op, _) = name.split_once('.').expect("operation.step");
+            assert!(["pull", "remove-image", "gc"].contains(&op), "{name}");
         }
     }
 }

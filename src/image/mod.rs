@@ -122,6 +122,7 @@ impl Images {
     pub async fn remove(self: &Arc<Self>, name: &str) -> Result<ImageRecord> {
         let rec = self.status(name)?;
         self.store.remove(&rec.id)?;
+        crate::failpoint::hit(crate::failpoint::IMAGE_RECORD_DELETED);
         tracing::info!(
             EVENT = crate::logging::event::IMAGE_REMOVED,
             IMAGE_ID = %rec.id,

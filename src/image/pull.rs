@@ -276,6 +276,9 @@ impl Images {
         if let Some(e) = first_err {
             return Err(e);
         }
+        if fetched_layers > 0 {
+            crate::failpoint::hit(crate::failpoint::PULL_LAYER_COMMITTED);
+        }
 
         // Blobs, a sync, then the record that names them.
         self.store.write_blob(&m.config.digest, &config_body)?;
@@ -283,6 +286,7 @@ impl Images {
         if let Some((d, b)) = &index {
             self.store.write_blob(d, b)?;
         }
+        crate::failpoint::hit(crate::failpoint::PULL_BLOBS_WRITTEN);
         let store = Arc::clone(self);
         tokio::task::spawn_blocking(move || store.store.sync())
             .await
@@ -317,6 +321,7 @@ impl Images {
             pulled_at: now_ns(),
         };
         let record = self.store.put(record)?;
+        crate::failpoint::hit(crate::failpoint::PULL_RECORDED);
         Ok(Pulled {
             record,
             fetched_layers,

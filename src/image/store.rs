@@ -402,8 +402,14 @@ impl ImageStore {
             if layers.contains(&name) {
                 continue;
             }
-            let trash = self.root.join("tmp").join(format!("trash-{name}"));
+            // A name of its own: a trash dir a failed deletion left must
+            // not stop the same layer going again later.
+            let trash = self.root.join("tmp").join(format!(
+                "trash-{name}-{}",
+                crate::domain::SandboxId::random().short()
+            ));
             if fs::rename(e.path(), &trash).is_ok() {
+                crate::failpoint::hit(crate::failpoint::GC_LAYER_TRASHED);
                 fs::remove_dir_all(&trash).io_context(format!("remove layer {name}"))?;
                 out.layers += 1;
             }

@@ -1,6 +1,8 @@
 //! Kill at every step (issue 14): the daemon dies by SIGKILL at each
 //! failpoint of Create, Start, Stop, Remove and the reconciliation, comes
-//! back, and the node must hold nothing that no record accounts for. The
+//! back, and the node must hold nothing that no record accounts for; and
+//! at each of a pull and an image's removal (issue 15), after which the
+//! store holds the whole image or none of it. The
 //! driver is shared with `make bench` (its failpoints row).
 
 #[path = "../../src/bin/podscope-bench/failpoints.rs"]
@@ -13,6 +15,21 @@ use std::path::Path;
 async fn a_kill_at_every_step_leaves_nothing_unaccounted_for() {
     let report = driver::run(Path::new(env!("CARGO_BIN_EXE_podscoped")), 1).await;
     let missed: Vec<&&str> = failpoint::ALL
+        .iter()
+        .filter(|f| !report.covered.contains(*f))
+        .collect();
+    assert!(missed.is_empty(), "failpoints never reached: {missed:?}");
+    assert!(report.leaks.is_empty(), "leaks: {:#?}", report.leaks);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill_at_every_step_of_a_pull_leaves_the_whole_image_or_none() {
+    let report = driver::run_images(
+        Path::new(env!("CARGO_BIN_EXE_podscoped")),
+        "127.0.0.1:5000/podscope-test/multilayer",
+    )
+    .await;
+    let missed: Vec<&&str> = failpoint::IMAGES
         .iter()
         .filter(|f| !report.covered.contains(*f))
         .collect();

@@ -527,3 +527,49 @@ async fn pull_and_remove_ask_polkit_reading_is_open() {
     assert!(out.contains(&s.id), "{out}");
     m.remove_image(&s.id).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bearer_tokens_from_the_registrys_realm() {
+    // :5005 answers 401 with a Bearer challenge naming the token service on
+    // :5006 (as Docker Hub does); podscope asks it for a token.
+    let (m, _) = manager().await;
+    let name = "127.0.0.1:5005/podscope-test/private";
+    forget(&m, name).await;
+    let (k, msg) = pull_err(&m, name, &PullOptions::default()).await;
+    assert_eq!(k, ErrorKind::RegistryUnauthorized, "{msg}");
+    assert!(
+        msg.contains("token from http://127.0.0.1:5006/token") && msg.contains("401"),
+        "{msg}"
+    );
+    let (k, msg) = pull_err(&m, name, &creds("podscope", "wrong")).await;
+    assert_eq!(k, ErrorKind::RegistryUnauthorized, "{msg}");
+
+    let s = m
+        .pull_image(name, &creds("podscope", "podscope-s3cret"))
+        .await
+        .unwrap();
+    m.remove_image(&s.id).await.unwrap();
+    // An identity token: exchanged for an access token (OAuth2 refresh).
+    let refresh = PullOptions {
+        identity_token: Some("podscope-refresh".into()),
+        ..Default::default()
+    };
+    let s = m.pull_image(name, &refresh).await.unwrap();
+    m.remove_image(&s.id).await.unwrap();
+    let bad_refresh = PullOptions {
+        identity_token: Some("stale".into()),
+        ..Default::default()
+    };
+    let (k, msg) = pull_err(&m, name, &bad_refresh).await;
+    assert_eq!(k, ErrorKind::RegistryUnauthorized, "{msg}");
+    // A registry token, used as it is.
+    let token = sh("curl -sf -u podscope:podscope-s3cret \
+        'http://127.0.0.1:5006/token?service=podscope-test-registry&scope=repository:podscope-test/private:pull' \
+        | jq -r .token");
+    let given = PullOptions {
+        registry_token: Some(token.trim().to_owned()),
+        ..Default::default()
+    };
+    let s = m.pull_image(name, &given).await.unwrap();
+    m.remove_image(&s.id).await.unwrap();
+}

@@ -91,7 +91,7 @@ install_registries() {
     local t0=$SECONDS
     inside "$REPO/tests/harness/registry/start.sh" > "$WORK/registry.log" 2>&1 \
         || { cat "$WORK/registry.log" >&2; fail "starting the test registries failed"; }
-    say "test registries on 127.0.0.1:5000 and :5001, images pushed ($((SECONDS - t0)) s)"
+    say "test registries on 127.0.0.1:5000, :5001 (htpasswd) and :5005 (tokens), images pushed ($((SECONDS - t0)) s)"
 }
 
 shutdown() {

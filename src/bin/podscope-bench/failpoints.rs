@@ -10,6 +10,7 @@
 //! One source for both users: `make bench` (the "failpoints × 5 rounds"
 //! row) and the integration test `failpoints`, which includes this file.
 
+use podscope::api::image::PullOptions;
 use podscope::api::{proxy::system_connection, Client, CreateOptions, ListFilter, PodMetadata};
 use podscope::domain::State;
 use podscope::failpoint;
@@ -80,6 +81,118 @@ pub async fn run(daemon: &Path, rounds: usize) -> Report {
     }
     drop(guard);
     report
+}
+
+/// Kill at every failpoint of a pull and of an image's removal, pulling
+/// `image` (several layers, from the harness registry): after each kill
+/// and restart the store holds the whole image or none of it, never a half
+/// layer or a record without its layers, and a pull then works; after its
+/// removal nothing of it is left.
+pub async fn run_images(daemon: &Path, image: &str) -> Report {
+    let mut report = Report::default();
+    let guard = Setup::install(daemon);
+    for &name in failpoint::IMAGES {
+        // The failpoint build, disarmed, from no image.
+        std::fs::write(ARM_FILE, "").unwrap();
+        let m = restart_armed().await;
+        forget_image(&m, image).await;
+        let op = name.split_once('.').map(|(op, _)| op).unwrap_or(name);
+        if op != "pull" {
+            m.pull_image(image, &PullOptions::default()).await.unwrap();
+        }
+        arm(name);
+        let m = restart_armed().await;
+        let answer = if op == "pull" {
+            m.pull_image(image, &PullOptions::default())
+                .await
+                .map(|_| ())
+        } else {
+            // The collection runs after Remove has answered.
+            m.remove_image(image).await
+        };
+        if op == "pull" || op == "remove-image" {
+            assert!(
+                answer.is_err(),
+                "failpoints: {name}: answered; never reached"
+            );
+        }
+        wait_down();
+        let killed = killed_at(name);
+        report.kills += killed.len();
+        report.covered.extend(killed);
+        let m = restart_clean().await;
+        report.leaks.extend(
+            store_leftovers(&m)
+                .await
+                .into_iter()
+                .map(|l| format!("{name}: {l}")),
+        );
+        // The retry works, and a removal leaves nothing.
+        match m.pull_image(image, &PullOptions::default()).await {
+            Ok(_) => {}
+            Err(e) => report
+                .leaks
+                .push(format!("{name}: the pull after it failed: {e}")),
+        }
+        forget_image(&m, image).await;
+        let left = dir_names(&format!("{IMAGE_STORE}/layers"), "");
+        if !left.is_empty() {
+            report
+                .leaks
+                .push(format!("{name}, after removal: layers {left:?}"));
+        }
+    }
+    drop(guard);
+    report
+}
+
+const IMAGE_STORE: &str = "/var/lib/podscope/images";
+
+/// Remove the image if present, then wait for the collection to empty
+/// the store's layers (30 s at most).
+async fn forget_image(m: &Client, image: &str) {
+    if let Ok((s, _)) = m.image_status(image).await {
+        m.remove_image(&s.id).await.unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !dir_names(&format!("{IMAGE_STORE}/layers"), "").is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// What the store holds that it must not: a layer without its
+/// layer.json or root, anything in tmp/, a record whose layers or blobs
+/// are missing, an image half there.
+async fn store_leftovers(m: &Client) -> Vec<String> {
+    let mut out = Vec::new();
+    for l in dir_names(&format!("{IMAGE_STORE}/layers"), "") {
+        let d = format!("{IMAGE_STORE}/layers/{l}");
+        if !Path::new(&format!("{d}/layer.json")).is_file()
+            || !Path::new(&format!("{d}/root")).is_dir()
+        {
+            out.push(format!("half layer {l}"));
+        }
+    }
+    let tmp = dir_names(&format!("{IMAGE_STORE}/tmp"), "");
+    if !tmp.is_empty() {
+        out.push(format!("tmp/ holds {tmp:?} after a start"));
+    }
+    for s in m.list_images(&Default::default()).await.unwrap_or_default() {
+        match m.image_status(&s.id).await {
+            Ok((_, info)) => {
+                for d in &info.layer_dirs {
+                    if !Path::new(d).is_dir() {
+                        out.push(format!("image {} without its layer {d}", s.id));
+                    }
+                }
+                if info.config.is_empty() {
+                    out.push(format!("image {} without its config blob", s.id));
+                }
+            }
+            Err(e) => out.push(format!("image {} listed but not there: {e}", s.id)),
+        }
+    }
+    out
 }
 
 /// The failpoint build installed with a drop-in that takes its failpoint

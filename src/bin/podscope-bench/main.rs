@@ -252,6 +252,7 @@ async fn main() {
     }
     if run("images") {
         images::images(&m, &mut t).await;
+        image_failpoints_row(&mut t).await;
     }
     if run("alive") {
         alive(&mut t).await;
@@ -265,6 +266,35 @@ async fn main() {
     println!(
         "\n{missed} of {} figures missed their target.",
         t.0.iter().filter(|r| r.ok.is_some()).count()
+    );
+}
+
+/// Kill at every failpoint of a pull and an image's removal, once each.
+async fn image_failpoints_row(t: &mut Table) {
+    let daemon = std::env::var("FAILPOINT_DAEMON").expect(
+        "FAILPOINT_DAEMON: a podscoped built with --features failpoints (make bench builds and names it)",
+    );
+    let t0 = Instant::now();
+    let report = failpoints::run_images(
+        std::path::Path::new(&daemon),
+        "127.0.0.1:5000/podscope-test/multilayer",
+    )
+    .await;
+    for leak in &report.leaks {
+        eprintln!("bench: image failpoints: leak: {leak}");
+    }
+    let all = podscope::failpoint::IMAGES.len();
+    t.add(
+        "kill -9 at every pull/removal failpoint: leaks",
+        &format!("0, all {all} covered"),
+        format!(
+            "{} leaks, {}/{all} covered, {} kills in {:.0} s",
+            report.leaks.len(),
+            report.covered.len(),
+            report.kills,
+            t0.elapsed().as_secs_f64()
+        ),
+        Some(report.leaks.is_empty() && report.covered.len() == all),
     );
 }
 
