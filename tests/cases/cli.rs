@@ -79,3 +79,36 @@ async fn podscopectl_shows_readable_tables() {
     sh(&format!("podscopectl stop {id} && podscopectl rm {id}"));
     assert!(!sh("podscopectl list").contains(&id[..12]));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn podscopectl_pulls_lists_inspects_and_removes_images() {
+    let name = "127.0.0.1:5000/podscope-test/zstd";
+    let _ = sh_status(&format!("podscopectl rmi {name} 2>/dev/null"));
+    let id = sh(&format!("podscopectl pull {name}")).trim().to_owned();
+    assert!(id.starts_with("sha256:") && id.len() == 71, "{id}");
+    let table = sh("podscopectl images");
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["IMAGE", "TAG", "IMAGE", "ID", "SIZE"]);
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("127.0.0.1:5000/podscope-test/zstd "))
+        .unwrap_or_else(|| panic!("{table}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[1], "latest");
+    assert_eq!(cells[2], &id["sha256:".len().."sha256:".len() + 13]);
+    assert!(sh("podscopectl images -q").lines().any(|l| l == id));
+    let json: serde_json::Value =
+        serde_json::from_str(&sh(&format!("podscopectl inspecti {name}"))).unwrap();
+    assert_eq!(json["id"], id.as_str());
+    assert_eq!(json["platform"], "linux/amd64");
+    assert_eq!(json["repoTags"][0], format!("{name}:latest"));
+    assert!(sh("podscopectl imagefsinfo").contains("/var/lib/podscope/images"));
+    sh(&format!("podscopectl rmi {}", &id[..20]));
+    assert!(!sh("podscopectl images -q").lines().any(|l| l == id));
+    let (rc, _, err) = sh_out("podscopectl pull Bad/Name");
+    assert_eq!(rc, 1);
+    assert!(err.contains("must be lowercase"), "{err}");
+    let (rc, _, err) = sh_out(&format!("podscopectl rmi {name}"));
+    assert_eq!(rc, 1);
+    assert!(err.contains("not in the store"), "{err}");
+}
