@@ -241,6 +241,14 @@ async fn cri_runtime_answers_version_status_config_and_image_fs() {
         "{used} vs du {du}"
     );
     assert!(u.inodes_used.unwrap().value >= 2);
+    img.remove_image(cri::RemoveImageRequest {
+        image: Some(cri::ImageSpec {
+            image: "busybox".into(),
+            ..Default::default()
+        }),
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]

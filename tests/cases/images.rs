@@ -573,3 +573,36 @@ async fn bearer_tokens_from_the_registrys_realm() {
     let s = m.pull_image(name, &given).await.unwrap();
     m.remove_image(&s.id).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn podscopectl_draws_pull_progress_on_a_terminal() {
+    // A registry that hangs mid-layer: the pull stays in progress long
+    // enough for PullProgress to tick, then fails by name.
+    with_config("pull_stall_timeout_ms = 2500\n", || async {
+        let (m, _) = manager().await;
+        let proxy = Proxy::start(5007);
+        let name = proxy.name("podscope-test/zstd");
+        forget_cold(&m, &name).await;
+        forget_cold(&m, &format!("{REG}/podscope-test/zstd")).await;
+        proxy.mode("hang");
+        // script(1) gives podscopectl a terminal.
+        let (rc, out, _) = sh_out(&format!("script -qec 'podscopectl pull {name}' /dev/null"));
+        assert_ne!(rc, 0, "{out}");
+        assert!(out.contains(&format!("\r{name}: ")), "{out:?}");
+        assert!(out.contains("0/1 layers"), "{out:?}");
+        assert!(
+            out.contains("KiB of 1.0 MiB"),
+            "progress names bytes: {out:?}"
+        );
+        assert!(out.contains("hangs"), "{out:?}");
+        // Not on a terminal: no progress, only the error.
+        let (rc, out, err) = sh_out(&format!("podscopectl pull {name} </dev/null"));
+        assert_ne!(rc, 0);
+        assert!(
+            !out.contains("layers") && !err.contains("layers"),
+            "{out}{err}"
+        );
+        proxy.mode("pass");
+    })
+    .await;
+}

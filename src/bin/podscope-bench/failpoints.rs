@@ -134,8 +134,12 @@ pub async fn run_images(daemon: &Path, image: &str) -> Report {
                 .leaks
                 .push(format!("{name}: the pull after it failed: {e}")),
         }
+        let others = layers_of_others(&m, image).await;
         forget_image(&m, image).await;
-        let left = dir_names(&format!("{IMAGE_STORE}/layers"), "");
+        let left: Vec<String> = dir_names(&format!("{IMAGE_STORE}/layers"), "")
+            .into_iter()
+            .filter(|l| !others.contains(l))
+            .collect();
         if !left.is_empty() {
             report
                 .leaks
@@ -148,16 +152,36 @@ pub async fn run_images(daemon: &Path, image: &str) -> Report {
 
 const IMAGE_STORE: &str = "/var/lib/podscope/images";
 
-/// Remove the image if present, then wait for the collection to empty
-/// the store's layers (30 s at most).
+/// Remove the image if present, then wait for the collection to take
+/// its layers (30 s at most). Other images' layers stay.
 async fn forget_image(m: &Client, image: &str) {
-    if let Ok((s, _)) = m.image_status(image).await {
-        m.remove_image(&s.id).await.unwrap();
-    }
+    let Ok((s, info)) = m.image_status(image).await else {
+        return;
+    };
+    m.remove_image(&s.id).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !dir_names(&format!("{IMAGE_STORE}/layers"), "").is_empty() && Instant::now() < deadline {
+    while info.layer_dirs.iter().any(|d| Path::new(d).exists()) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The layers the store's other images use.
+async fn layers_of_others(m: &Client, image: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let this = m.image_status(image).await.ok().map(|(s, _)| s.id);
+    for s in m.list_images(&Default::default()).await.unwrap_or_default() {
+        if Some(&s.id) == this.as_ref() {
+            continue;
+        }
+        if let Ok((_, info)) = m.image_status(&s.id).await {
+            out.extend(
+                info.layers
+                    .iter()
+                    .map(|l| l.trim_start_matches("sha256:").to_owned()),
+            );
+        }
+    }
+    out
 }
 
 /// What the store holds that it must not: a layer without its
