@@ -41,11 +41,12 @@ TIMED       := tests/harness/timed.sh
 CARGO       ?= cargo
 # The C parts of two dependencies (ring's, zstd's) are built by cc, which
 # rebuilds them, and everything above them, whenever CFLAGS and the like
-# change: dpkg-buildpackage and rpmbuild set their own, so `make deb` and
+# change (set or unset: dpkg sets ASFLAGS empty): dpkg-buildpackage and
+# rpmbuild set their own, so `make deb` and
 # `make rpm` would rebuild the release binaries twice over and leave the
 # checkout's build stale. The build runs with the toolchain's defaults
 # unless a packager sets BUILD_ENV= (to keep the distribution's flags).
-BUILD_ENV   ?= env -u CFLAGS -u CXXFLAGS -u CPPFLAGS -u LDFLAGS
+BUILD_ENV   ?= env -u CFLAGS -u CXXFLAGS -u CPPFLAGS -u LDFLAGS -u ASFLAGS -u ASMFLAGS
 RELEASE     := target/release
 INSTALL     ?= install
 VERSION     := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)

@@ -117,12 +117,9 @@ impl Images {
                         source.path,
                         if source.mirror { " (mirror)" } else { "" }
                     );
-                    // A bad image is bad everywhere: no other source.
-                    let fatal = e.kind() == ErrorKind::InvalidArgument;
+                    // Every source is tried: a mirror's bad answer (a
+                    // 400, a broken copy) says nothing of the registry's.
                     failures.push(e);
-                    if fatal {
-                        break;
-                    }
                 }
             }
         }
