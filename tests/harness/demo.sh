@@ -1,6 +1,7 @@
 #!/bin/bash
 # The podscope demo, run inside the harness by `make demo`: a pod created,
-# started, inspected with the systemd tools, stopped and removed.
+# started, inspected with the systemd tools, stopped and removed; an image
+# pulled through a registry mirror, listed and removed.
 set -euo pipefail
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 run() { printf '$ %s\n' "$*"; "$@"; }
@@ -51,10 +52,21 @@ run podscopectl status "${id:0:12}"
 run podscopectl rm "$id"
 run podscopectl list
 run systemctl list-units --no-pager --no-legend 'podscope-*.scope'
+
+step "Images: pulled through the registry mirror registries.conf names (here the harness's)"
+run grep -A3 'prefix = "docker.io"' /etc/containers/registries.conf
+run podscopectl pull busybox
+run podscopectl images
+run sh -c "podscopectl inspecti busybox | head -n 12"
+run sh -c "journalctl -u podscoped --no-pager -o cat EVENT=image-pulled | tail -n 1"
+run podscopectl rmi busybox
+
 if [[ -x ${CRICTL:-} ]]; then
     step "kubelet's view: the CRI frontend, driven by crictl (grpc-go, as kubelet)"
-    crictl() { "$CRICTL" --runtime-endpoint unix:///run/podscope/cri.sock "$@"; }
+    crictl() { "$CRICTL" --runtime-endpoint unix:///run/podscope/cri.sock --image-endpoint unix:///run/podscope/cri.sock "$@"; }
     run crictl version
+    run crictl pull registry.k8s.io/e2e-test-images/busybox:1.29-2
+    run crictl images
     printf '$ crictl runp tests/conformance/pod-network.json\n'
     pod=$(crictl runp tests/conformance/pod-network.json)
     echo "$pod"
@@ -66,4 +78,4 @@ else
     echo "(crictl not found at '${CRICTL:-}': set CRICTL=/path/to/crictl to see the CRI part)"
 fi
 echo
-echo "demo finished: the pod was created, inspected with systemctl/busctl/journalctl, stopped and removed."
+echo "demo finished: the pod was created, inspected with systemctl/busctl/journalctl, stopped and removed; an image was pulled, listed and removed."
