@@ -39,14 +39,6 @@ CRICTL      ?= $(abspath ../shared/tools/crictl)
 CRITEST     ?= $(abspath ../shared/tools/critest)
 TIMED       := tests/harness/timed.sh
 CARGO       ?= cargo
-# The C parts of two dependencies (ring's, zstd's) are built by cc, which
-# rebuilds them, and everything above them, whenever CFLAGS and the like
-# change (set or unset: dpkg sets ASFLAGS empty): dpkg-buildpackage and
-# rpmbuild set their own, so `make deb` and
-# `make rpm` would rebuild the release binaries twice over and leave the
-# checkout's build stale. The build runs with the toolchain's defaults
-# unless a packager sets BUILD_ENV= (to keep the distribution's flags).
-BUILD_ENV   ?= env -u CFLAGS -u CXXFLAGS -u CPPFLAGS -u LDFLAGS -u ASFLAGS -u ASMFLAGS
 RELEASE     := target/release
 INSTALL     ?= install
 VERSION     := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
@@ -65,7 +57,7 @@ MAN8 := man/podscoped.8 man/podscope-cri.8
 all: build
 
 build:
-	$(BUILD_ENV) $(CARGO) build --release --locked --bins
+	$(CARGO) build --release --locked --bins
 
 install:
 	@for b in podscopectl $(DAEMONS); do \

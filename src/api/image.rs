@@ -107,6 +107,25 @@ pub struct ImageInfo {
     pub pulled_at: u64,
 }
 
+impl ImageInfo {
+    /// The document CRI's verbose ImageStatus carries under "info" and
+    /// `podscopectl inspecti` prints: the config as `imageSpec`, as
+    /// containerd's.
+    pub fn to_json(&self) -> serde_json::Value {
+        let config: serde_json::Value =
+            serde_json::from_str(&self.config).unwrap_or(serde_json::Value::Null);
+        serde_json::json!({
+            "manifest": self.manifest,
+            "index": self.index,
+            "platform": self.platform,
+            "chainIDs": self.layers,
+            "layerDirs": self.layer_dirs,
+            "pulledAt": self.pulled_at,
+            "imageSpec": config,
+        })
+    }
+}
+
 /// FsInfo's answer: the image store's filesystem use.
 #[derive(Debug, Clone, PartialEq, Eq, SerializeDict, Deserialize, Type)]
 #[zvariant(signature = "a{sv}")]

@@ -378,22 +378,17 @@ mod images {
 
     pub async fn inspect(m: &Client, image: &str) -> Result<(), Fail> {
         let (s, i) = m.image_status(image).await?;
-        let config: serde_json::Value =
-            serde_json::from_str(&i.config).unwrap_or(serde_json::Value::Null);
-        let doc = serde_json::json!({
+        let mut doc = i.to_json();
+        let summary = serde_json::json!({
             "id": s.id,
             "repoTags": s.repo_tags,
             "repoDigests": s.repo_digests,
             "size": s.size,
             "user": s.user,
-            "manifest": i.manifest,
-            "index": i.index,
-            "platform": i.platform,
-            "chainIDs": i.layers,
-            "layerDirs": i.layer_dirs,
-            "pulledAt": i.pulled_at,
-            "config": config,
         });
+        if let (Some(d), serde_json::Value::Object(sm)) = (doc.as_object_mut(), summary) {
+            d.extend(sm);
+        }
         println!("{}", serde_json::to_string_pretty(&doc).expect("JSON"));
         Ok(())
     }

@@ -35,18 +35,7 @@ fn image_of(s: ImageSummary) -> cri::Image {
 /// The verbose `info` of ImageStatus: one JSON document under "info", as
 /// containerd's and CRI-O's are (crictl inspecti prints it).
 fn verbose_info(i: &ImageInfo) -> HashMap<String, String> {
-    let config: serde_json::Value =
-        serde_json::from_str(&i.config).unwrap_or(serde_json::Value::Null);
-    let doc = serde_json::json!({
-        "manifest": i.manifest,
-        "index": i.index,
-        "platform": i.platform,
-        "chainIDs": i.layers,
-        "layerDirs": i.layer_dirs,
-        "pulledAt": i.pulled_at,
-        "imageSpec": config,
-    });
-    HashMap::from([("info".to_owned(), doc.to_string())])
+    HashMap::from([("info".to_owned(), i.to_json().to_string())])
 }
 
 fn spec_name(spec: Option<&cri::ImageSpec>, call: &str) -> Result<String, Status> {
