@@ -271,30 +271,19 @@ async fn main() {
 
 /// Kill at every failpoint of a pull and an image's removal, once each.
 async fn image_failpoints_row(t: &mut Table) {
-    let daemon = std::env::var("FAILPOINT_DAEMON").expect(
-        "FAILPOINT_DAEMON: a podscoped built with --features failpoints (make bench builds and names it)",
-    );
     let t0 = Instant::now();
     let report = failpoints::run_images(
-        std::path::Path::new(&daemon),
+        std::path::Path::new(&failpoint_daemon()),
         "127.0.0.1:5000/podscope-test/multilayer",
     )
     .await;
-    for leak in &report.leaks {
-        eprintln!("bench: image failpoints: leak: {leak}");
-    }
-    let all = podscope::failpoint::IMAGES.len();
-    t.add(
+    failpoints_report(
+        t,
         "kill -9 at every pull/removal failpoint: leaks",
-        &format!("0, all {all} covered"),
-        format!(
-            "{} leaks, {}/{all} covered, {} kills in {:.0} s",
-            report.leaks.len(),
-            report.covered.len(),
-            report.kills,
-            t0.elapsed().as_secs_f64()
-        ),
-        Some(report.leaks.is_empty() && report.covered.len() == all),
+        "image failpoints",
+        &report,
+        podscope::failpoint::IMAGES.len(),
+        t0,
     );
 }
 
@@ -302,21 +291,44 @@ async fn image_failpoints_row(t: &mut Table) {
 /// failpoint build of podscoped that `make bench` names in
 /// FAILPOINT_DAEMON.
 async fn failpoints_row(t: &mut Table) {
-    let daemon = std::env::var("FAILPOINT_DAEMON").expect(
-        "FAILPOINT_DAEMON: a podscoped built with --features failpoints (make bench builds and names it)",
-    );
     let rounds = std::env::var("FAILPOINT_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
     let t0 = Instant::now();
-    let report = failpoints::run(std::path::Path::new(&daemon), rounds).await;
-    for leak in &report.leaks {
-        eprintln!("bench: failpoints: leak: {leak}");
-    }
-    let all = podscope::failpoint::ALL.len();
-    t.add(
+    let report = failpoints::run(std::path::Path::new(&failpoint_daemon()), rounds).await;
+    failpoints_report(
+        t,
         &format!("kill -9 at every failpoint × {rounds} rounds: leaks"),
+        "failpoints",
+        &report,
+        podscope::failpoint::ALL.len(),
+        t0,
+    );
+}
+
+/// The failpoint build of podscoped `make bench` names in FAILPOINT_DAEMON.
+fn failpoint_daemon() -> String {
+    std::env::var("FAILPOINT_DAEMON").expect(
+        "FAILPOINT_DAEMON: a podscoped built with --features failpoints (make bench builds and names it)",
+    )
+}
+
+/// A kill-at-every-step run as a row: its leaks printed, then none and
+/// all `all` failpoints covered as the target.
+fn failpoints_report(
+    t: &mut Table,
+    figure: &str,
+    label: &str,
+    report: &failpoints::Report,
+    all: usize,
+    t0: Instant,
+) {
+    for leak in &report.leaks {
+        eprintln!("bench: {label}: leak: {leak}");
+    }
+    t.add(
+        figure,
         &format!("0, all {all} covered"),
         format!(
             "{} leaks, {}/{all} covered, {} kills in {:.0} s",
