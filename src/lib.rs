@@ -11,12 +11,8 @@ pub mod failpoint;
 #[cfg(test)]
 mod fuzz;
 pub mod image;
-pub mod init_spawn;
-pub mod lifecycle;
 pub mod logging;
-pub mod machined;
-pub mod netns;
-pub mod pod_files;
+pub mod pod;
 pub mod registry;
 pub mod settings;
 pub mod store;

@@ -3,7 +3,7 @@
 //! Run by `podscope-netns@<id>.service`: `add` on start, `del` on stop; and
 //! by podscoped.service before the daemon starts: `prepare`.
 //! `add` pins the namespace podscoped handed off for the pod (it made it
-//! and runs CNI ADD in it meanwhile: see `podscope::netns`), else a new one.
+//! and runs CNI ADD in it meanwhile: see `podscope::cni::netns`), else a new one.
 //!
 //! A separate short-lived process on purpose: unshare(CLONE_NEWNET) must not
 //! run in the multi-threaded daemon, and a unit makes the namespace visible
@@ -110,7 +110,7 @@ fn add(id: &str, path: &str) {
     };
     // The namespace podscoped made for the pod (and runs CNI ADD in), else
     // one of our own.
-    let handed = podscope::netns::take_handoff(id);
+    let handed = podscope::cni::netns::take_handoff(id);
     let source = match &handed {
         Some(ns) => format!("/proc/self/fd/{}", ns.as_raw_fd()),
         None => {
@@ -119,7 +119,7 @@ fn add(id: &str, path: &str) {
                 fail("unshare network namespace");
             }
             // Its error is the last OS error, which `die` prints.
-            if podscope::netns::loopback_up().is_err() {
+            if podscope::cni::netns::loopback_up().is_err() {
                 fail("bring loopback up");
             }
             "/proc/self/ns/net".to_owned()

@@ -94,7 +94,7 @@ fn main() -> ExitCode {
 }
 
 fn status_line(service: &bus::Service) -> String {
-    let lc = &service.lifecycle;
+    let lc = &service.pods;
     format!(
         "{} sandboxes, {} ready",
         lc.count(),
@@ -107,12 +107,12 @@ async fn run(settings: Settings) -> podscope::Result<()> {
     let mut sigterm = signal(SignalKind::terminate()).map_err(io)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(io)?;
     let (_conn, service) = bus::serve(settings).await?;
-    let rec = service.lifecycle.recovery_report();
+    let rec = service.pods.recovery_report();
     info!(
-        sandboxes = service.lifecycle.count(),
+        sandboxes = service.pods.count(),
         recovery_us = rec.duration_usec,
         "podscoped ready: {} sandboxes recovered in {} µs",
-        service.lifecycle.count(),
+        service.pods.count(),
         rec.duration_usec
     );
     let _ = daemon::notify(
@@ -152,7 +152,7 @@ async fn run(settings: Settings) -> podscope::Result<()> {
     let lost = tokio::select! {
         _ = sigterm.recv() => { info!("SIGTERM: shutting down (pods keep running)"); false }
         _ = sigint.recv() => { info!("SIGINT: shutting down (pods keep running)"); false }
-        _ = service.lifecycle.systemd_connection_lost() => true,
+        _ = service.pods.systemd_connection_lost() => true,
     };
     let _ = daemon::notify(false, &[NotifyState::Stopping]);
     if lost {

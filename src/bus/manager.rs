@@ -8,7 +8,7 @@ use crate::api::{
     SandboxStatus, SandboxSummary,
 };
 use crate::error::Error;
-use crate::lifecycle::ListFilter;
+use crate::pod::ListFilter;
 use std::sync::Arc;
 use zbus::interface;
 use zbus::message::Header;
@@ -113,7 +113,7 @@ impl Manager {
         let f = list_filter(&filter)?;
         Ok(self
             .service
-            .lifecycle
+            .pods
             .list(&f)
             .iter()
             .map(|e| e.with(SandboxSummary::of))

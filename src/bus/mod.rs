@@ -19,7 +19,7 @@ use crate::api::{
 use crate::domain::Resources;
 use crate::domain::{SandboxId, State};
 use crate::error::{Error, Result};
-use crate::lifecycle::{Event, Exit, Lifecycle};
+use crate::pod::{Event, Exit, Pods};
 use crate::registry::Entry;
 use crate::settings::Settings;
 use crate::store::Store;
@@ -65,7 +65,7 @@ fn polkit_details(
 }
 
 pub struct Service {
-    pub lifecycle: Arc<Lifecycle>,
+    pub pods: Arc<Pods>,
     pub images: Arc<crate::image::Images>,
     auth: polkit::Authorizer,
     conn: Connection,
@@ -132,7 +132,7 @@ impl Service {
     /// resolved here. A malformed or unknown id fails before polkit is
     /// asked: reading is open to everyone, so that says nothing new.
     async fn authorize(&self, hdr: &Header<'_>, verb: &str, id: &str) -> Result<Arc<Entry>> {
-        let entry = self.lifecycle.resolve(id)?;
+        let entry = self.pods.resolve(id)?;
         let full = entry.id.to_string();
         self.auth
             .check(hdr, polkit::ACTION_MANAGE, verb, || {
@@ -171,7 +171,7 @@ impl Service {
         let this = self.clone();
         let out = self
             .detached(async move {
-                let entry = this.lifecycle.create(config).await?;
+                let entry = this.pods.create(config).await?;
                 let path = sandbox_path(&entry.id);
                 let obj = SandboxObject {
                     entry: entry.clone(),
@@ -191,7 +191,7 @@ impl Service {
     pub async fn start(self: &Arc<Self>, hdr: &Header<'_>, id: &str) -> Result<(), BusError> {
         let entry = self.authorize(hdr, "Start", id).await?;
         let this = self.clone();
-        self.detached(async move { this.lifecycle.start(&entry).await.map(drop) })
+        self.detached(async move { this.pods.start(&entry).await.map(drop) })
             .await?;
         Ok(())
     }
@@ -199,7 +199,7 @@ impl Service {
     pub async fn stop(self: &Arc<Self>, hdr: &Header<'_>, id: &str) -> Result<(), BusError> {
         let entry = self.authorize(hdr, "Stop", id).await?;
         let this = self.clone();
-        self.detached(async move { this.lifecycle.stop(&entry).await.map(drop) })
+        self.detached(async move { this.pods.stop(&entry).await.map(drop) })
             .await?;
         Ok(())
     }
@@ -208,7 +208,7 @@ impl Service {
         let entry = self.authorize(hdr, "Remove", id).await?;
         let this = self.clone();
         self.detached(async move {
-            let id = this.lifecycle.remove(&entry).await?;
+            let id = this.pods.remove(&entry).await?;
             let path = sandbox_path(&id);
             if let Err(e) = this
                 .conn
@@ -228,7 +228,7 @@ impl Service {
     /// secrets, and reading is open to every local user. (A polkit check
     /// here would hand the flood of an open read call on to polkitd.)
     pub async fn status(&self, hdr: &Header<'_>, id: &str) -> Result<SandboxStatus, BusError> {
-        let entry = self.lifecycle.resolve(id)?;
+        let entry = self.pods.resolve(id)?;
         let status = entry.with(SandboxStatus::of);
         Ok(if self.auth.caller_uid(hdr).await? == 0 {
             status
@@ -243,10 +243,10 @@ impl Service {
         let uid = self.auth.caller_uid(hdr).await?;
         let _slot = self.waiters.acquire(uid, true)?;
         let Some(caller) = hdr.sender() else {
-            return Ok(self.lifecycle.wait(id).await?);
+            return Ok(self.pods.wait(id).await?);
         };
         tokio::select! {
-            exit = self.lifecycle.wait(id) => Ok(exit?),
+            exit = self.pods.wait(id) => Ok(exit?),
             _ = self.callers.gone(caller) => {
                 tracing::debug!(caller = %caller, "Wait({id}): the caller left");
                 Err(Error::internal("the caller disconnected").into())
@@ -263,7 +263,7 @@ impl Service {
         let entry = self.authorize(hdr, "UpdateResources", id).await?;
         let this = self.clone();
         self.detached(async move {
-            this.lifecycle
+            this.pods
                 .update_resources(&entry, resources)
                 .await
                 .map(drop)
@@ -273,7 +273,7 @@ impl Service {
     }
 
     pub async fn runtime_status(&self) -> (Vec<Condition>, RuntimeInfo) {
-        let lc = &self.lifecycle;
+        let lc = &self.pods;
         let rec = lc.recovery_report();
         let platform = crate::domain::platform::host();
         let condition = |kind: &str, status: bool, reason: &str, message: String| Condition {
@@ -347,19 +347,17 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
     let systemd = Systemd::connect(&conn, unit_tx).await?;
     let store = Store::open(&settings.state_dir)?;
     let (event_tx, event_rx) = mpsc::unbounded_channel();
-    let machined = crate::machined::Machined::new(&conn);
+    let machined = crate::pod::machined::Machined::new(&conn);
     let images = crate::image::Images::open(settings.images())?;
-    let lifecycle = Arc::new(Lifecycle::new(
-        settings, store, systemd, machined, event_tx,
-    )?);
-    lifecycle.recover().await?;
+    let pods = Arc::new(Pods::new(settings, store, systemd, machined, event_tx)?);
+    pods.recover().await?;
 
     let service = Arc::new(Service {
-        lifecycle: lifecycle.clone(),
+        pods: pods.clone(),
         images,
         auth: polkit::Authorizer::new(
             &conn,
-            std::time::Duration::from_millis(lifecycle.settings.polkit_timeout_ms),
+            std::time::Duration::from_millis(pods.settings.polkit_timeout_ms),
         ),
         conn: conn.clone(),
         inflight: tokio::sync::watch::Sender::new(0),
@@ -386,7 +384,7 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
         )
         .await
         .map_err(export)?;
-    for entry in lifecycle.list(&Default::default()) {
+    for entry in pods.list(&Default::default()) {
         let path = sandbox_path(&entry.id);
         server
             .at(
@@ -400,35 +398,31 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
             .map_err(export)?;
     }
 
-    let lc = lifecycle.clone();
+    let lc = pods.clone();
     tokio::spawn(async move {
         while let Some(ev) = unit_rx.recv().await {
             let lc = lc.clone();
             tokio::spawn(async move { lc.on_unit_event(ev).await });
         }
     });
-    tokio::spawn(announce(conn.clone(), lifecycle.clone(), event_rx));
+    tokio::spawn(announce(conn.clone(), pods.clone(), event_rx));
 
     conn.request_name_with_flags(BUS_NAME, zbus::fdo::RequestNameFlags::DoNotQueue.into())
         .await
         .map_err(|e| Error::internal(format!("take bus name {BUS_NAME}: {e}")))?;
-    lifecycle.listen_for_handoffs();
+    pods.listen_for_handoffs();
     // CNI DELs owed since the last run: plugins may be slow, so this runs
     // while the daemon already serves (each sandbox under its own lock).
-    let lc = lifecycle.clone();
+    let lc = pods.clone();
     tokio::spawn(async move { lc.reconcile_networks().await });
     // Ready pods that machined forgot (it restarted while we were down).
-    let lc = lifecycle.clone();
+    let lc = pods.clone();
     tokio::spawn(async move { lc.reconcile_machines().await });
     Ok((conn, service))
 }
 
 /// Turn lifecycle events into D-Bus signals, in order.
-async fn announce(
-    conn: Connection,
-    lifecycle: Arc<Lifecycle>,
-    mut events: mpsc::UnboundedReceiver<Event>,
-) {
+async fn announce(conn: Connection, pods: Arc<Pods>, mut events: mpsc::UnboundedReceiver<Event>) {
     let manager = SignalEmitter::new(&conn, MANAGER_PATH).expect("valid path");
     while let Some(ev) = events.recv().await {
         let r = match &ev {
@@ -438,7 +432,7 @@ async fn announce(
             Event::Removed(id) => {
                 Manager::sandbox_removed(&manager, id.as_str(), sandbox_path(id).as_ref()).await
             }
-            Event::Changed(id) => changed(&conn, &lifecycle, &manager, id).await,
+            Event::Changed(id) => changed(&conn, &pods, &manager, id).await,
         };
         if let Err(e) = r {
             warn!("emitting signal for {ev:?} failed: {e}");
@@ -450,11 +444,11 @@ async fn announce(
 /// the list is the interface's own), then SandboxStateChanged.
 async fn changed(
     conn: &Connection,
-    lifecycle: &Lifecycle,
+    pods: &Pods,
     manager: &SignalEmitter<'_>,
     id: &SandboxId,
 ) -> zbus::Result<()> {
-    let Some(entry) = lifecycle.get(id) else {
+    let Some(entry) = pods.get(id) else {
         return Ok(());
     };
     let state = entry.with(|sb| sb.state);

@@ -11,6 +11,7 @@
 pub mod cache;
 pub mod config;
 pub mod exec;
+pub mod netns;
 pub mod result;
 
 use crate::error::{Error, ErrorKind, Result};

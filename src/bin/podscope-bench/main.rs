@@ -412,7 +412,7 @@ fn environment(t: &mut Table) {
 }
 
 async fn latency(m: &Client, t: &mut Table) {
-    // Lifecycle latency, host network, one client.
+    // Pod lifecycle latency, host network, one client.
     let (ids, mut cs) = create_started(m, "lat", 200, host).await;
     let (mut stop, mut rm) = (Vec::new(), Vec::new());
     // Init footprint, on the pods just started.

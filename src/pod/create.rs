@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl<S: SystemdClient> Lifecycle<S> {
+impl<S: SystemdClient> Pods<S> {
     /// Validate, reserve the name, persist, set up the network and the
     /// pod's files: the sandbox is Created.
     pub async fn create(&self, config: SandboxConfig) -> Result<Arc<Entry>> {
@@ -47,7 +47,7 @@ impl<S: SystemdClient> Lifecycle<S> {
                     .stop_unit(&sandbox.netns_unit(), self.settings.stop_timeout())
                     .await;
             }
-            let _ = pod_files::remove(&self.settings.run_dir, &id);
+            let _ = files::remove(&self.settings.run_dir, &id);
             let _ = self.store.delete(&id);
             self.registry.release(&key);
             return Err(e);
@@ -72,7 +72,7 @@ impl<S: SystemdClient> Lifecycle<S> {
         if sb.has_netns() {
             sb.network = self.create_network(sb, t_netns).await?;
         }
-        let (resolv, hostname) = pod_files::write(&self.settings.run_dir, sb)
+        let (resolv, hostname) = files::write(&self.settings.run_dir, sb)
             .with_context(|| format!("sandbox {id}: create: pod files"))?;
         failpoint::hit(failpoint::CREATE_FILES_WRITTEN);
         sb.resolv_conf_path = resolv;

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl<S: SystemdClient> Lifecycle<S> {
+impl<S: SystemdClient> Pods<S> {
     /// After recovery: every Ready pod registered with machined again where
     /// machined lost it (it restarted, or was installed, while podscoped
     /// was down). Each pod under its lock; a pod that stopped meanwhile is

@@ -78,7 +78,7 @@ pub fn init_args(sb: &Sandbox) -> Vec<String> {
             "--netns".into(),
             sb.netns_path(),
             "--hostname".into(),
-            crate::pod_files::pod_hostname(sb),
+            crate::pod::files::pod_hostname(sb),
         ]);
     }
     if c.pid_namespace == NamespaceMode::Pod {

@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl<S: SystemdClient> Lifecycle<S> {
+impl<S: SystemdClient> Pods<S> {
     /// Stop if needed, then delete all state. Unknown ids are NotFound.
     pub async fn remove(&self, entry: &Arc<Entry>) -> Result<SandboxId> {
         let _op = entry.op.lock().await;
@@ -24,7 +24,7 @@ impl<S: SystemdClient> Lifecycle<S> {
         failpoint::hit(failpoint::REMOVE_STOPPED);
         // The files before the record: a crash in between leaves a record
         // (Remove is retried), never files that nothing owns.
-        if let Err(e) = pod_files::remove(&self.settings.run_dir, &id) {
+        if let Err(e) = files::remove(&self.settings.run_dir, &id) {
             warn!(sandbox_id = %id, "sandbox {id}: {e}");
         }
         failpoint::hit(failpoint::REMOVE_FILES_REMOVED);

@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl<S: SystemdClient> Lifecycle<S> {
+impl<S: SystemdClient> Pods<S> {
     /// Stop the scope: NotReady. Idempotent.
     pub async fn stop(&self, entry: &Arc<Entry>) -> Result<Arc<Entry>> {
         let _op = entry.op.lock().await;

@@ -33,7 +33,7 @@ pub fn recovery_plan(
     }
 }
 
-impl<S: SystemdClient> Lifecycle<S> {
+impl<S: SystemdClient> Pods<S> {
     /// Load checkpoints and reconcile them with systemd. Called once, before
     /// the bus name is taken.
     pub async fn recover(&self) -> Result<RecoveryReport> {

@@ -137,7 +137,7 @@ impl SystemdClient for Arc<FakeSystemd> {
 }
 
 struct Rig {
-    lc: Lifecycle<Arc<FakeSystemd>>,
+    lc: Pods<Arc<FakeSystemd>>,
     systemd: Arc<FakeSystemd>,
     store: Store,
     dir: PathBuf,
@@ -167,7 +167,7 @@ fn rig(tag: &str) -> Rig {
     };
     let systemd = Arc::new(FakeSystemd::default());
     let (tx, events) = mpsc::unbounded_channel();
-    let lc = Lifecycle::new(
+    let lc = Pods::new(
         settings,
         Store::open(&dir.join("state")).unwrap(),
         systemd.clone(),

@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl<S: SystemdClient> Lifecycle<S> {
+impl<S: SystemdClient> Pods<S> {
     /// Block until the sandbox is no longer ready (or never will be: a
     /// created one waits for its Start and then its end). Answers at once
     /// for a stopped sandbox; NotFound if it is removed before it stopped.

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl<S: SystemdClient> Lifecycle<S> {
+impl<S: SystemdClient> Pods<S> {
     /// Spawn the init and put it in a new transient scope: Ready.
     pub async fn start(&self, entry: &Arc<Entry>) -> Result<Arc<Entry>> {
         let _op = entry.op.lock().await;
@@ -78,8 +78,8 @@ impl<S: SystemdClient> Lifecycle<S> {
         // can be cut short after its checkpoint: write them again.
         let missing = |p: &str| p.is_empty() || !std::path::Path::new(p).exists();
         if missing(&next.resolv_conf_path) || missing(&next.hostname_path) {
-            let (resolv, hostname) = pod_files::write(&self.settings.run_dir, &next)
-                .with_context(|| ctx("pod files"))?;
+            let (resolv, hostname) =
+                files::write(&self.settings.run_dir, &next).with_context(|| ctx("pod files"))?;
             next.resolv_conf_path = resolv;
             next.hostname_path = hostname;
         }

@@ -12,6 +12,9 @@
 //!   never cancels a step or its cleanup half way.
 
 mod create;
+pub mod files;
+pub mod init_spawn;
+pub mod machined;
 mod network;
 mod reconcile;
 mod recover;
@@ -24,6 +27,7 @@ mod timings;
 mod update;
 mod wait;
 
+use crate::cni::netns::{Handoffs, HeldNetns};
 use crate::cni::{AttachmentStore, Cni};
 use crate::domain::sandbox::{
     id_from_netns_unit, id_from_scope_unit, now_usec, scope_unit_name, PodNetwork,
@@ -31,14 +35,11 @@ use crate::domain::sandbox::{
 use crate::domain::{slice, Resources, Sandbox, SandboxConfig, SandboxId, State};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::failpoint;
-use crate::init_spawn;
-use crate::machined::Machined;
-use crate::netns::{Handoffs, HeldNetns};
-use crate::pod_files;
 use crate::registry::{Entry, Registry};
 use crate::settings::Settings;
 use crate::store::{Quarantined, Store};
 use crate::systemd::{Prop, Systemd, SystemdClient, UnitEvent};
+use machined::Machined;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -96,7 +97,7 @@ pub struct RecoveryReport {
 
 /// The lifecycle over a systemd client: the real one in the daemon, a fake
 /// in the unit tests.
-pub struct Lifecycle<S = Systemd> {
+pub struct Pods<S = Systemd> {
     pub settings: Settings,
     store: Store,
     systemd: S,
@@ -122,7 +123,7 @@ fn is_active(state: &str) -> bool {
     matches!(state, "active" | "activating" | "reloading")
 }
 
-impl<S: SystemdClient> Lifecycle<S> {
+impl<S: SystemdClient> Pods<S> {
     pub fn new(
         settings: Settings,
         store: Store,
@@ -130,7 +131,7 @@ impl<S: SystemdClient> Lifecycle<S> {
         machined: Machined,
         events: mpsc::UnboundedSender<Event>,
     ) -> Result<Self> {
-        Ok(Lifecycle {
+        Ok(Pods {
             cni: Cni::new(settings.cni()),
             attachments: AttachmentStore::open(&settings.state_dir)?,
             recovered_attachments: Mutex::new(Vec::new()),
@@ -157,7 +158,7 @@ impl<S: SystemdClient> Lifecycle<S> {
             }
             Err(e) => warn!(
                 "netns handoff socket {}: {e}; pod networks are set up after their namespace unit starts",
-                crate::netns::HANDOFF_SOCKET
+                crate::cni::netns::HANDOFF_SOCKET
             ),
         }
     }

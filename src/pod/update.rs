@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl<S: SystemdClient> Lifecycle<S> {
+impl<S: SystemdClient> Pods<S> {
     /// New pod-level resources: applied to a ready pod's scope at once
     /// (SetUnitProperties), kept for Start in a created one, and recorded.
     pub async fn update_resources(

@@ -5,7 +5,7 @@
 //! The attachment file is the single record of "a DEL is owed": it is
 //! written before ADD and removed only after a DEL succeeded.
 
-use super::{Event, Lifecycle};
+use super::{Event, Pods};
 use crate::cni::{self, Attachment};
 use crate::domain::network::{capability_args, cni_args};
 use crate::domain::sandbox::{netns_unit_name, now_usec, PodNetwork};
@@ -17,7 +17,7 @@ use crate::systemd::SystemdClient;
 use std::time::Instant;
 use tracing::{error, info, warn};
 
-impl<S: SystemdClient> Lifecycle<S> {
+impl<S: SystemdClient> Pods<S> {
     /// CNI ADD for `sb` (its namespace is up). On failure the ADD is undone
     /// with DEL before the error returns; a DEL that fails too leaves the
     /// attachment on disk for reconciliation. `netns`: where the plugins
