@@ -12,6 +12,7 @@ pub mod failpoint;
 mod fuzz;
 pub mod image;
 pub mod logging;
+pub mod oci;
 pub mod pod;
 pub mod registry;
 pub mod settings;

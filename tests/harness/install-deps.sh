@@ -11,6 +11,8 @@ PKGS=(systemd dbus dbus-daemon polkitd iproute2 util-linux pkg-config procps
       docker-registry skopeo busybox-static zstd apache2-utils curl openssl
                          # images: the harness registry (htpasswd from
                          # apache2-utils), test images built from busybox
+      crun runc          # the OCI runtimes containers run with (crun the default)
+      containerd         # make bench's anchor: containerd 1.6 with runc, same run
       debhelper lintian rpm)  # make deb, make rpm (rpmbuild) and their tests
 missing=()
 for p in "${PKGS[@]}"; do

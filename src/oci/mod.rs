@@ -1,0 +1,3 @@
+//! The OCI runtime spec (config.json) that containers run with: its types
+//! and the defaults podscope fills in. Pure: nothing here touches the
+//! system.
