@@ -26,10 +26,13 @@ pub enum ErrorKind {
     /// A registry could not be reached, hung, broke the connection or
     /// answered 5xx: worth a retry.
     RegistryUnavailable,
+    /// The OCI runtime is missing, refused the container or failed (its
+    /// own message follows): a command not found in the image, say.
+    RuntimeFailed,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 14] = [
         ErrorKind::NotFound,
         ErrorKind::AlreadyExists,
         ErrorKind::InvalidArgument,
@@ -43,6 +46,7 @@ impl ErrorKind {
         ErrorKind::RegistryUnauthorized,
         ErrorKind::RegistryDenied,
         ErrorKind::RegistryUnavailable,
+        ErrorKind::RuntimeFailed,
     ];
 }
 

@@ -44,6 +44,44 @@ pub const IMAGES: &[&str] = &[
     GC_LAYER_TRASHED,
 ];
 
+/// The container verbs' (their driver: `run_containers` in the same file).
+pub const CONTAINERS: &[&str] = &[
+    CTR_CREATE_DIRS_MADE,
+    CTR_CREATE_DONE,
+    CTR_START_LOGS_READY,
+    CTR_START_ROOTFS_MOUNTED,
+    CTR_START_UNIT_STARTED,
+    CTR_START_DONE,
+    CTR_STOP_SIGNALLED,
+    CTR_STOP_DONE,
+    CTR_REMOVE_UNIT_GONE,
+    CTR_REMOVE_UNMOUNTED,
+    CTR_REMOVE_DONE,
+];
+
+/// The bundle (config.json, the overlay's directories) made, no checkpoint.
+pub const CTR_CREATE_DIRS_MADE: &str = "ctr-create.dirs-made";
+/// Created: the checkpoint saved.
+pub const CTR_CREATE_DONE: &str = "ctr-create.done";
+/// Pipes made and held by the pod's init, the log file open; no unit yet.
+pub const CTR_START_LOGS_READY: &str = "ctr-start.logs-ready";
+/// The overlay mounted on the container's root.
+pub const CTR_START_ROOTFS_MOUNTED: &str = "ctr-start.rootfs-mounted";
+/// The unit runs the container; the record still says created.
+pub const CTR_START_UNIT_STARTED: &str = "ctr-start.unit-started";
+/// Running recorded.
+pub const CTR_START_DONE: &str = "ctr-start.done";
+/// The stop signal sent, the exit not yet recorded.
+pub const CTR_STOP_SIGNALLED: &str = "ctr-stop.signalled";
+/// The exit recorded.
+pub const CTR_STOP_DONE: &str = "ctr-stop.done";
+/// The unit stopped and reset; the root still mounted, the record there.
+pub const CTR_REMOVE_UNIT_GONE: &str = "ctr-remove.unit-gone";
+/// The root unmounted; the record there.
+pub const CTR_REMOVE_UNMOUNTED: &str = "ctr-remove.unmounted";
+/// The record and the bundle deleted.
+pub const CTR_REMOVE_DONE: &str = "ctr-remove.done";
+
 /// One layer unpacked and in the store; the others, the blobs and the
 /// record not yet.
 pub const PULL_LAYER_COMMITTED: &str = "pull.layer-committed";
@@ -127,6 +165,14 @@ mod tests {
             assert!(seen.insert(name), "{name} listed twice");
             let (op, _) = name.split_once('.').expect("operation.step");
             assert!(["pull", "remove-image", "gc"].contains(&op), "{name}");
+        }
+        for name in super::CONTAINERS {
+            assert!(seen.insert(name), "{name} listed twice");
+            let (op, _) = name.split_once('.').expect("operation.step");
+            assert!(
+                ["ctr-create", "ctr-start", "ctr-stop", "ctr-remove"].contains(&op),
+                "{name}"
+            );
         }
     }
 }

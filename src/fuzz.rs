@@ -235,7 +235,7 @@ proptest! {
     /// Arbitrary bytes are not a checkpoint.
     #[test]
     fn checkpoint_decode_takes_any_bytes(b in prop::collection::vec(any::<u8>(), 0..512)) {
-        let _ = crate::store::decode(&b);
+        let _ = crate::store::decode::<crate::domain::Sandbox>(&b);
     }
 
     /// A checkpoint whose body was changed and its digest recomputed (as a
@@ -258,8 +258,8 @@ proptest! {
         }
         bytes.push(b'\n');
         bytes.extend_from_slice(&body);
-        if let Ok(sb) = crate::store::decode(&bytes) {
-            prop_assert_eq!(crate::store::decode(&crate::store::encode(&sb)).unwrap(), sb);
+        if let Ok(sb) = crate::store::decode::<crate::domain::Sandbox>(&bytes) {
+            prop_assert_eq!(crate::store::decode::<crate::domain::Sandbox>(&crate::store::encode(&sb)).unwrap(), sb);
         }
     }
 

@@ -4,12 +4,14 @@
 pub mod api;
 pub mod bus;
 pub mod cni;
+pub mod container;
 pub mod cri;
 pub mod domain;
 pub mod error;
 pub mod failpoint;
 #[cfg(test)]
 mod fuzz;
+pub mod hostns;
 pub mod image;
 pub mod logging;
 pub mod oci;

@@ -43,4 +43,9 @@ pub mod event {
     pub const RECOVERED: &str = "recovered";
     pub const IMAGE_PULLED: &str = "image-pulled";
     pub const IMAGE_REMOVED: &str = "image-removed";
+    pub const CONTAINER_CREATED: &str = "container-created";
+    pub const CONTAINER_STARTED: &str = "container-started";
+    pub const CONTAINER_STOPPED: &str = "container-stopped";
+    pub const CONTAINER_EXITED: &str = "container-exited";
+    pub const CONTAINER_REMOVED: &str = "container-removed";
 }

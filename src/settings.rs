@@ -6,8 +6,69 @@
 use crate::domain::slice::validate_slice_name;
 use crate::error::{Error, Result};
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// Which OCI runtime a handler runs, for the flags each takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuntimeKind {
+    /// crun: run with `--cgroup-manager=disabled`, as the guest of the
+    /// container's unit, whose cgroup systemd owns.
+    Crun,
+    /// runc: given the unit's own cgroup as `cgroupsPath`.
+    Runc,
+}
+
+impl RuntimeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuntimeKind::Crun => "crun",
+            RuntimeKind::Runc => "runc",
+        }
+    }
+}
+
+/// One OCI runtime handler: what a RuntimeClass's `handler` names.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeHandler {
+    /// The runtime binary.
+    pub path: PathBuf,
+    /// Which runtime it is; by default the binary's file name says
+    /// ("crun" or "runc").
+    #[serde(default)]
+    pub kind: Option<RuntimeKind>,
+    /// Its state directory (`--root`); empty means the runtime's own
+    /// default (/run/crun, /run/runc), where `crun list` and `runc list`
+    /// look.
+    #[serde(default)]
+    pub root: PathBuf,
+}
+
+impl RuntimeHandler {
+    pub fn kind(&self) -> Option<RuntimeKind> {
+        self.kind
+            .or_else(|| match self.path.file_name().and_then(|n| n.to_str()) {
+                Some(n) if n.starts_with("crun") => Some(RuntimeKind::Crun),
+                Some(n) if n.starts_with("runc") => Some(RuntimeKind::Runc),
+                _ => None,
+            })
+    }
+}
+
+fn default_runtimes() -> BTreeMap<String, RuntimeHandler> {
+    let h = |p: &str| RuntimeHandler {
+        path: p.into(),
+        kind: None,
+        root: PathBuf::new(),
+    };
+    BTreeMap::from([
+        ("crun".to_owned(), h("/usr/bin/crun")),
+        ("runc".to_owned(), h("/usr/bin/runc")),
+    ])
+}
 
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/podscope/podscope.toml";
 
@@ -22,9 +83,13 @@ pub struct Settings {
     pub init_path: PathBuf,
     /// Slice for pods without a cgroup parent.
     pub default_slice: String,
-    /// Runtime handlers accepted in `runtime_handler` (the empty handler is
-    /// always accepted and means the default).
-    pub runtime_handlers: Vec<String>,
+    /// The OCI runtimes, by handler name (kubelet's RuntimeClass
+    /// `handler`). A table given replaces the defaults whole.
+    pub runtimes: BTreeMap<String, RuntimeHandler>,
+    /// The handler of pods that name none (no RuntimeClass).
+    pub default_runtime: String,
+    /// The size of each pod's /dev/shm (a tmpfs), as tmpfs' `size=`.
+    pub pod_shm_size: String,
     /// Upper bound for starting a pod (init + scope job).
     pub start_timeout_ms: u64,
     /// Upper bound for stopping a pod's scope before it is killed.
@@ -60,7 +125,9 @@ impl Default for Settings {
             run_dir: "/run/podscope".into(),
             init_path: PathBuf::new(),
             default_slice: "podscope.slice".into(),
-            runtime_handlers: vec!["podscope".into()],
+            runtimes: default_runtimes(),
+            default_runtime: "crun".into(),
+            pod_shm_size: "64m".into(),
             start_timeout_ms: 10_000,
             stop_timeout_ms: 10_000,
             cni_conf_dir: "/etc/cni/net.d".into(),
@@ -111,6 +178,51 @@ impl Settings {
                 return Err(Error::invalid(name, "must be greater than 0"));
             }
         }
+        for (name, h) in &s.runtimes {
+            let field = format!("runtimes.{name}");
+            if name.is_empty()
+                || name.len() > 63
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            {
+                return Err(Error::invalid(
+                    &field,
+                    "a handler name is lowercase letters, digits, '-' and '.' (a RuntimeClass handler)",
+                ));
+            }
+            if !h.path.is_absolute() {
+                return Err(Error::invalid(&format!("{field}.path"), "must be absolute"));
+            }
+            if h.kind().is_none() {
+                return Err(Error::invalid(
+                    &format!("{field}.kind"),
+                    format!(
+                        "{} is neither crun nor runc by name: say which with kind = \"crun\" or \"runc\"",
+                        h.path.display()
+                    ),
+                ));
+            }
+        }
+        if !s.runtimes.contains_key(&s.default_runtime) {
+            return Err(Error::invalid(
+                "default_runtime",
+                format!(
+                    "{:?} is not a configured runtime ({})",
+                    s.default_runtime,
+                    s.runtimes.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        let size = s
+            .pod_shm_size
+            .trim_end_matches(['k', 'm', 'g', 'K', 'M', 'G']);
+        if size.is_empty() || !size.bytes().all(|b| b.is_ascii_digit()) || size.starts_with('0') {
+            return Err(Error::invalid(
+                "pod_shm_size",
+                format!("{:?} is not a size like \"64m\"", s.pod_shm_size),
+            ));
+        }
         if s.init_path.as_os_str().is_empty() {
             s.init_path = std::env::current_exe()
                 .ok()
@@ -147,7 +259,19 @@ impl Settings {
     }
 
     pub fn handler_known(&self, handler: &str) -> bool {
-        handler.is_empty() || self.runtime_handlers.iter().any(|h| h == handler)
+        handler.is_empty() || self.runtimes.contains_key(handler)
+    }
+
+    /// The handler a pod's `runtime_handler` names ("" is the default).
+    pub fn runtime(&self, handler: &str) -> Option<(&str, &RuntimeHandler)> {
+        let name = if handler.is_empty() {
+            self.default_runtime.as_str()
+        } else {
+            handler
+        };
+        self.runtimes
+            .get_key_value(name)
+            .map(|(k, v)| (k.as_str(), v))
     }
 }
 
@@ -161,8 +285,13 @@ mod tests {
         assert_eq!(s.state_dir, Path::new("/var/lib/podscope"));
         assert_eq!(s.default_slice, "podscope.slice");
         assert!(s.handler_known(""));
-        assert!(s.handler_known("podscope"));
+        assert!(s.handler_known("crun"));
+        assert!(s.handler_known("runc"));
         assert!(!s.handler_known("kata"));
+        let (name, crun) = s.runtime("").unwrap();
+        assert_eq!((name, crun.kind()), ("crun", Some(RuntimeKind::Crun)));
+        assert_eq!(s.runtime("runc").unwrap().1.kind(), Some(RuntimeKind::Runc));
+        assert_eq!(s.pod_shm_size, "64m");
         assert!(s.init_path.ends_with("podscope-init"));
         assert_eq!(s.cni().conf_dir, Path::new("/etc/cni/net.d"));
         assert_eq!(s.cni_bin_dirs.len(), 3);
@@ -177,10 +306,25 @@ mod tests {
 
     #[test]
     fn keys_are_read_and_checked() {
-        let s =
-            Settings::parse("stop_timeout_ms = 500\nruntime_handlers = [\"a\", \"b\"]\n").unwrap();
+        let s = Settings::parse(
+            "stop_timeout_ms = 500\ndefault_runtime = \"fast\"\n[runtimes.fast]\npath = \"/opt/crun-1.19\"\n[runtimes.kata]\npath = \"/opt/kata/runtime\"\nkind = \"runc\"\n",
+        )
+        .unwrap();
         assert_eq!(s.stop_timeout(), Duration::from_millis(500));
-        assert!(s.handler_known("b"));
+        assert!(s.handler_known("kata"));
+        assert!(!s.handler_known("runc"), "a table replaces the defaults");
+        assert_eq!(s.runtime("").unwrap().0, "fast");
+        assert_eq!(s.runtime("kata").unwrap().1.kind(), Some(RuntimeKind::Runc));
+        for (bad, field) in [
+            ("default_runtime = \"kata\"", "default_runtime"),
+            ("[runtimes.x]\npath = \"/usr/bin/youki\"", "runtimes.x.kind"),
+            ("[runtimes.x]\npath = \"crun\"", "runtimes.x.path"),
+            ("[runtimes.X]\npath = \"/usr/bin/crun\"", "runtimes.X"),
+            ("pod_shm_size = \"lots\"", "pod_shm_size"),
+        ] {
+            let e = Settings::parse(bad).unwrap_err().to_string();
+            assert!(e.starts_with(field), "{bad}: {e}");
+        }
         let e = Settings::parse("stop_timeut_ms = 5").unwrap_err();
         assert!(e.to_string().contains("unknown field"), "{e}");
         assert!(Settings::parse("default_slice = \"nope\"").is_err());

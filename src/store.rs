@@ -1,17 +1,33 @@
-//! Durable sandbox state: one checkpoint per sandbox under
-//! `<state_dir>/sandboxes/<id>/checkpoint`, written atomically (temp file,
-//! fsync, rename, fsync dir) and verified with a sha256 on load.
+//! Durable state of sandboxes and containers: one checkpoint per record
+//! under `<state_dir>/sandboxes/<id>/checkpoint` (or `containers/`),
+//! written atomically (temp file, fsync, rename, fsync dir) and verified
+//! with a sha256 on load.
 //!
 //! File format: a header line `podscope-checkpoint 1 sha256:<hex>` followed
 //! by the JSON body; the digest covers the body bytes exactly as written.
 
-use crate::domain::{Sandbox, SandboxId};
+use crate::domain::id::Id;
+use crate::domain::Sandbox;
 use crate::error::{Error, IoResultExt, Result};
+use crate::registry::Record;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::marker::PhantomData;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+/// A record kept in checkpoints.
+pub trait Checkpoint: Record + Serialize + DeserializeOwned {
+    /// The directory under the state dir that holds one directory per record.
+    const DIR: &'static str;
+}
+
+impl Checkpoint for Sandbox {
+    const DIR: &'static str = "sandboxes";
+}
 
 /// State is root's alone: checkpoints and attachments hold every pod's
 /// annotations and network configs, which may carry secrets.
@@ -42,9 +58,10 @@ pub(crate) const MAGIC: &str = "podscope-checkpoint 1 sha256:";
 const CHECKPOINT: &str = "checkpoint";
 const CHECKPOINT_TMP: &str = "checkpoint.tmp";
 
-pub struct Store {
-    sandboxes: PathBuf,
+pub struct Store<T: Checkpoint = Sandbox> {
+    records: PathBuf,
     quarantine: PathBuf,
+    kind: PhantomData<fn() -> T>,
 }
 
 /// A checkpoint that could not be loaded and was moved aside.
@@ -55,16 +72,26 @@ pub struct Quarantined {
     pub reason: String,
 }
 
-#[derive(Debug, Default)]
-pub struct Recovered {
-    pub sandboxes: Vec<Sandbox>,
+#[derive(Debug)]
+pub struct Recovered<T> {
+    pub records: Vec<T>,
     pub quarantined: Vec<Quarantined>,
     /// Directories of Creates that never completed (no checkpoint): removed.
     pub incomplete: Vec<String>,
 }
 
-pub fn encode(sandbox: &Sandbox) -> Vec<u8> {
-    let body = serde_json::to_vec(sandbox).expect("a sandbox always serializes");
+impl<T> Default for Recovered<T> {
+    fn default() -> Self {
+        Recovered {
+            records: Vec::new(),
+            quarantined: Vec::new(),
+            incomplete: Vec::new(),
+        }
+    }
+}
+
+pub fn encode<T: Serialize>(record: &T) -> Vec<u8> {
+    let body = serde_json::to_vec(record).expect("a record always serializes");
     let digest = Sha256::digest(&body);
     let mut out = Vec::with_capacity(MAGIC.len() + 65 + body.len());
     out.extend_from_slice(MAGIC.as_bytes());
@@ -77,7 +104,7 @@ pub fn encode(sandbox: &Sandbox) -> Vec<u8> {
 }
 
 /// Decode and verify a checkpoint; the error says what is wrong with it.
-pub fn decode(bytes: &[u8]) -> std::result::Result<Sandbox, String> {
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> std::result::Result<T, String> {
     let nl = bytes
         .iter()
         .position(|&b| b == b'\n')
@@ -109,30 +136,44 @@ fn truncate(s: &str, n: usize) -> &str {
     }
 }
 
-impl Store {
+impl<T: Checkpoint> Store<T> {
     pub fn open(state_dir: &Path) -> Result<Self> {
-        let sandboxes = state_dir.join("sandboxes");
+        let records = state_dir.join(T::DIR);
         let quarantine = state_dir.join("quarantine");
-        for d in [state_dir, &sandboxes, &quarantine] {
+        for d in [state_dir, &records, &quarantine] {
             private_dir(d).io_context(format!("create {}", d.display()))?;
         }
         Ok(Store {
-            sandboxes,
+            records,
             quarantine,
+            kind: PhantomData,
         })
     }
 
-    pub fn dir_of(&self, id: &SandboxId) -> PathBuf {
-        self.sandboxes.join(id.as_str())
+    pub fn dir_of(&self, id: &T::Id) -> PathBuf {
+        self.records.join(id.as_str())
+    }
+
+    /// Make the record's directory before its first checkpoint (a Create
+    /// that keeps files beside it needs the directory first).
+    pub fn make_dir(&self, id: &T::Id) -> Result<PathBuf> {
+        let dir = self.dir_of(id);
+        match DirBuilder::new().mode(PRIVATE_DIR_MODE).create(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(Error::io(format!("create {}", dir.display()), e)),
+        }
+        Ok(dir)
     }
 
     /// Persist atomically: after this returns, a crash at any moment leaves
     /// either the old or the new checkpoint, never a mix.
-    pub fn save(&self, sandbox: &Sandbox) -> Result<()> {
-        let dir = self.dir_of(&sandbox.id);
-        let ctx = || format!("save checkpoint of sandbox {}", sandbox.id);
-        let fresh = !dir.exists();
-        if fresh {
+    pub fn save(&self, record: &T) -> Result<()> {
+        let id = record.id();
+        let dir = self.dir_of(id);
+        let ctx = || format!("save checkpoint of {} {id}", T::Id::KIND);
+        let fresh = !dir.join(CHECKPOINT).exists();
+        if !dir.exists() {
             DirBuilder::new()
                 .mode(PRIVATE_DIR_MODE)
                 .create(&dir)
@@ -140,44 +181,47 @@ impl Store {
         }
         let tmp = dir.join(CHECKPOINT_TMP);
         let mut f = private_file(&tmp).io_context(format!("{}: open {}", ctx(), tmp.display()))?;
-        f.write_all(&encode(sandbox))
+        f.write_all(&encode(record))
             .and_then(|_| f.sync_all())
             .io_context(format!("{}: write {}", ctx(), tmp.display()))?;
         drop(f);
         fs::rename(&tmp, dir.join(CHECKPOINT)).io_context(format!("{}: rename", ctx()))?;
         fsync_dir(&dir).io_context(format!("{}: fsync {}", ctx(), dir.display()))?;
         if fresh {
-            fsync_dir(&self.sandboxes).io_context(format!("{}: fsync sandboxes dir", ctx()))?;
+            fsync_dir(&self.records).io_context(format!("{}: fsync {} dir", ctx(), T::DIR))?;
         }
         Ok(())
     }
 
-    /// Delete a sandbox's state. The checkpoint goes first, so a crash half
-    /// way leaves a directory that recovery treats as incomplete.
-    pub fn delete(&self, id: &SandboxId) -> Result<()> {
+    /// Delete a record's state. The checkpoint goes first, so a crash half
+    /// way leaves a directory that recovery treats as incomplete. Nothing
+    /// on another filesystem is touched: a directory that is still a mount
+    /// point (a container's root, say) fails the deletion instead.
+    pub fn delete(&self, id: &T::Id) -> Result<()> {
         let dir = self.dir_of(id);
+        let kind = T::Id::KIND;
         match fs::remove_file(dir.join(CHECKPOINT)) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io(format!("delete checkpoint of sandbox {id}"), e)),
+            Err(e) => return Err(Error::io(format!("delete checkpoint of {kind} {id}"), e)),
         }
-        match fs::remove_dir_all(&dir) {
+        match remove_tree_on_one_fs(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io(format!("delete state of sandbox {id}"), e)),
+            Err(e) => return Err(Error::io(format!("delete state of {kind} {id}"), e)),
         }
-        fsync_dir(&self.sandboxes).io_context("fsync sandboxes dir")?;
+        fsync_dir(&self.records).io_context(format!("fsync {} dir", T::DIR))?;
         Ok(())
     }
 
     /// Load every checkpoint. Bad ones are moved to `quarantine/` and
     /// reported; they never stop the others from loading.
-    pub fn recover(&self) -> Result<Recovered> {
+    pub fn recover(&self) -> Result<Recovered<T>> {
         let mut out = Recovered::default();
-        let entries = fs::read_dir(&self.sandboxes)
-            .io_context(format!("read {}", self.sandboxes.display()))?;
+        let entries =
+            fs::read_dir(&self.records).io_context(format!("read {}", self.records.display()))?;
         for entry in entries {
-            let entry = entry.io_context("read sandboxes dir")?;
+            let entry = entry.io_context(format!("read {} dir", T::DIR))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let dir = entry.path();
             let ckpt = dir.join(CHECKPOINT);
@@ -186,21 +230,25 @@ impl Store {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && dir.is_dir() => {
                     // Create never finished its first save: nothing was
                     // promised to anyone, so the leftovers just go.
-                    let _ = fs::remove_dir_all(&dir);
+                    let _ = remove_tree_on_one_fs(&dir);
                     out.incomplete.push(name);
                     continue;
                 }
                 Err(e) => Err(format!("cannot read {}: {e}", ckpt.display())),
             };
-            let result = result.and_then(|sb| {
-                if sb.id.as_str() == name {
-                    Ok(sb)
+            let result = result.and_then(|r: T| {
+                if r.id().as_str() == name {
+                    Ok(r)
                 } else {
-                    Err(format!("checkpoint is for sandbox {}, not {name}", sb.id))
+                    Err(format!(
+                        "checkpoint is for {} {}, not {name}",
+                        T::Id::KIND,
+                        r.id()
+                    ))
                 }
             });
             match result {
-                Ok(sb) => out.sandboxes.push(sb),
+                Ok(r) => out.records.push(r),
                 Err(reason) => {
                     // Moved aside when it can be; left in place (and still
                     // reported) when it cannot: one bad directory never
@@ -221,7 +269,7 @@ impl Store {
                 }
             }
         }
-        out.sandboxes.sort_by(|a, b| a.id.cmp(&b.id));
+        out.records.sort_by(|a, b| a.id().cmp(b.id()));
         Ok(out)
     }
 
@@ -235,10 +283,41 @@ fn fsync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// `remove_dir_all` that never crosses into another filesystem: a
+/// directory mounted over (a container root still mounted) is an error,
+/// so what another mount holds is never deleted through it.
+pub fn remove_tree_on_one_fs(top: &Path) -> std::io::Result<()> {
+    let dev = fs::symlink_metadata(top)?.dev();
+    fn walk(dir: &Path, dev: u64) -> std::io::Result<()> {
+        for e in fs::read_dir(dir)? {
+            let e = e?;
+            let path = e.path();
+            let meta = fs::symlink_metadata(&path)?;
+            if meta.is_dir() {
+                if meta.dev() != dev {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::ResourceBusy,
+                        format!("{} is a mount point: not removed", path.display()),
+                    ));
+                }
+                walk(&path, dev)?;
+                fs::remove_dir(&path)?;
+            } else {
+                fs::remove_file(&path)?;
+            }
+        }
+        Ok(())
+    }
+    walk(top, dev)?;
+    fs::remove_dir(top)
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use crate::domain::{SandboxConfig, State};
+
+    use crate::domain::SandboxId;
 
     pub struct TempDir(pub PathBuf);
     impl TempDir {
@@ -272,7 +351,7 @@ pub(crate) mod tests {
     #[test]
     fn encode_decode_round_trip() {
         let sb = sample();
-        assert_eq!(decode(&encode(&sb)).unwrap(), sb);
+        assert_eq!(decode::<Sandbox>(&encode(&sb)).unwrap(), sb);
     }
 
     #[test]
@@ -280,13 +359,17 @@ pub(crate) mod tests {
         let mut bytes = encode(&sample());
         let last = bytes.len() - 3;
         bytes[last] ^= 1;
-        assert!(decode(&bytes).unwrap_err().contains("sha256 mismatch"));
-        let full = encode(&sample());
-        assert!(decode(&full[..full.len() / 2])
+        assert!(decode::<Sandbox>(&bytes)
             .unwrap_err()
             .contains("sha256 mismatch"));
-        assert!(decode(&full[..10]).unwrap_err().contains("no header"));
-        assert!(decode(b"garbage\n{}")
+        let full = encode(&sample());
+        assert!(decode::<Sandbox>(&full[..full.len() / 2])
+            .unwrap_err()
+            .contains("sha256 mismatch"));
+        assert!(decode::<Sandbox>(&full[..10])
+            .unwrap_err()
+            .contains("no header"));
+        assert!(decode::<Sandbox>(b"garbage\n{}")
             .unwrap_err()
             .contains("unknown header"));
     }
@@ -299,7 +382,7 @@ pub(crate) mod tests {
         fs::create_dir_all(t.0.join("sandboxes")).unwrap();
         fs::set_permissions(&t.0, fs::Permissions::from_mode(0o755)).unwrap();
         fs::set_permissions(t.0.join("sandboxes"), fs::Permissions::from_mode(0o755)).unwrap();
-        let store = Store::open(&t.0).unwrap();
+        let store: Store = Store::open(&t.0).unwrap();
         let sb = sample();
         store.save(&sb).unwrap();
         for dir in [
@@ -316,7 +399,7 @@ pub(crate) mod tests {
     #[test]
     fn a_checkpoint_that_cannot_be_moved_aside_is_reported_in_place() {
         let t = TempDir::new();
-        let store = Store::open(&t.0).unwrap();
+        let store: Store = Store::open(&t.0).unwrap();
         let good = sample();
         store.save(&good).unwrap();
         let bad = sample();
@@ -326,7 +409,7 @@ pub(crate) mod tests {
         fs::remove_dir_all(t.0.join("quarantine")).unwrap();
         fs::write(t.0.join("quarantine"), b"").unwrap();
         let r = store.recover().unwrap();
-        assert_eq!(r.sandboxes, vec![good]);
+        assert_eq!(r.records, vec![good]);
         assert_eq!(r.quarantined.len(), 1);
         let q = &r.quarantined[0];
         assert_eq!(q.moved_to, store.dir_of(&bad.id));
@@ -336,7 +419,7 @@ pub(crate) mod tests {
     #[test]
     fn save_recover_quarantine_and_incomplete() {
         let t = TempDir::new();
-        let store = Store::open(&t.0).unwrap();
+        let store: Store = Store::open(&t.0).unwrap();
         let a = sample();
         let mut b = sample();
         store.save(&a).unwrap();
@@ -359,7 +442,7 @@ pub(crate) mod tests {
         let r = store.recover().unwrap();
         let mut want = vec![a.clone(), b.clone()];
         want.sort_by(|x, y| x.id.cmp(&y.id));
-        assert_eq!(r.sandboxes, want);
+        assert_eq!(r.records, want);
         assert_eq!(r.quarantined.len(), 1);
         assert_eq!(r.quarantined[0].dir, bad.id.as_str());
         assert!(r.quarantined[0].moved_to.exists());
@@ -369,6 +452,6 @@ pub(crate) mod tests {
 
         store.delete(&a.id).unwrap();
         store.delete(&a.id).unwrap();
-        assert_eq!(store.recover().unwrap().sandboxes, vec![b]);
+        assert_eq!(store.recover().unwrap().records, vec![b]);
     }
 }

@@ -17,6 +17,8 @@ mod cli;
 #[path = "cases/clients.rs"]
 mod clients;
 mod common;
+#[path = "cases/containers.rs"]
+mod containers;
 #[path = "cases/cri.rs"]
 mod cri;
 #[path = "cases/failpoints.rs"]

@@ -3,6 +3,10 @@
 //! Replies are decoded here, once: a reply missing a key, or with a key of
 //! the wrong type, is an error naming it, never a silent "" or 0.
 
+use super::container::{
+    ContainerFilter, ContainerOptions, ContainerStatus, ContainerSummary, ExecResult,
+    Resources as ContainerResources,
+};
 use super::image::{ImageFilter, ImageFsInfo, ImageInfo, ImageSummary, PullOptions};
 use super::proxy::{ImagesProxy, ManagerProxy};
 use super::sandbox::{
@@ -143,6 +147,82 @@ impl Client {
             })
             .collect();
         Ok((conditions, decode("RuntimeStatus", &d)?, d))
+    }
+
+    pub async fn create_container(
+        &self,
+        pod_id: &str,
+        name: &str,
+        attempt: u32,
+        image: &str,
+        options: &ContainerOptions,
+    ) -> zbus::Result<(String, OwnedObjectPath)> {
+        self.proxy
+            .create_container(pod_id, name, attempt, image, options)
+            .await
+    }
+
+    pub async fn start_container(&self, id: &str) -> zbus::Result<()> {
+        self.proxy.start_container(id).await
+    }
+
+    pub async fn stop_container(&self, id: &str, timeout_secs: i64) -> zbus::Result<()> {
+        self.proxy.stop_container(id, timeout_secs).await
+    }
+
+    pub async fn remove_container(&self, id: &str) -> zbus::Result<()> {
+        self.proxy.remove_container(id).await
+    }
+
+    pub async fn container_status(&self, id: &str) -> zbus::Result<ContainerStatus> {
+        decode("ContainerStatus", &self.proxy.container_status(id).await?)
+    }
+
+    /// ContainerStatus with the raw dictionary beside it (CRI's verbose info).
+    pub async fn container_status_with_dict(
+        &self,
+        id: &str,
+    ) -> zbus::Result<(ContainerStatus, Dict)> {
+        let d = self.proxy.container_status(id).await?;
+        Ok((decode("ContainerStatus", &d)?, d))
+    }
+
+    pub async fn list_containers(
+        &self,
+        filter: &ContainerFilter,
+    ) -> zbus::Result<Vec<ContainerSummary>> {
+        self.proxy
+            .list_containers(filter)
+            .await?
+            .iter()
+            .map(|d| decode("ListContainers", d))
+            .collect()
+    }
+
+    pub async fn update_container_resources(
+        &self,
+        id: &str,
+        r: &ContainerResources,
+    ) -> zbus::Result<()> {
+        self.proxy.update_container_resources(id, r).await
+    }
+
+    pub async fn reopen_container_log(&self, id: &str) -> zbus::Result<()> {
+        self.proxy.reopen_container_log(id).await
+    }
+
+    pub async fn exec_sync(
+        &self,
+        id: &str,
+        cmd: &[String],
+        timeout_ms: u64,
+    ) -> zbus::Result<ExecResult> {
+        let (exit_code, stdout, stderr) = self.proxy.exec_sync(id, cmd, timeout_ms).await?;
+        Ok(ExecResult {
+            exit_code,
+            stdout,
+            stderr,
+        })
     }
 
     pub async fn pull_image(

@@ -19,6 +19,7 @@ pub fn error_name(kind: ErrorKind) -> &'static str {
         ErrorKind::RegistryUnauthorized => "org.podscope.Sandbox1.Error.RegistryUnauthorized",
         ErrorKind::RegistryDenied => "org.podscope.Sandbox1.Error.RegistryDenied",
         ErrorKind::RegistryUnavailable => "org.podscope.Sandbox1.Error.RegistryUnavailable",
+        ErrorKind::RuntimeFailed => "org.podscope.Sandbox1.Error.RuntimeFailed",
     }
 }
 

@@ -5,6 +5,7 @@
 //! nowhere else.
 
 pub mod client;
+pub mod container;
 pub mod dict;
 pub mod errors;
 pub mod image;
@@ -18,7 +19,8 @@ pub use sandbox::{
     Resources, RuntimeInfo, SandboxStatus, SandboxSummary, Version,
 };
 
-use crate::domain::{NamespaceMode, NetworkMode, Protocol, SandboxId, State};
+use crate::domain::container::{ContainerState, ProfileKind, Propagation};
+use crate::domain::{ContainerId, NamespaceMode, NetworkMode, Protocol, SandboxId, State};
 use zbus::zvariant::{OwnedObjectPath, Signature, Type};
 
 pub const BUS_NAME: &str = "org.podscope.Sandbox1";
@@ -28,12 +30,19 @@ pub const MANAGER_PATH: &str = "/org/podscope/Sandbox1";
 pub const MANAGER_INTERFACE: &str = "org.podscope.Sandbox1.Manager";
 pub const SANDBOX_INTERFACE: &str = "org.podscope.Sandbox1.Sandbox";
 pub const IMAGES_INTERFACE: &str = "org.podscope.Sandbox1.Images";
+pub const CONTAINER_INTERFACE: &str = "org.podscope.Sandbox1.Container";
 /// The third value of Version.
 pub const API_VERSION: &str = "v1";
 
 /// A sandbox's object path.
 pub fn sandbox_path(id: &SandboxId) -> OwnedObjectPath {
     OwnedObjectPath::try_from(format!("{MANAGER_PATH}/sandbox/{id}"))
+        .expect("hex ids make valid paths")
+}
+
+/// A container's object path.
+pub fn container_path(id: &ContainerId) -> OwnedObjectPath {
+    OwnedObjectPath::try_from(format!("{MANAGER_PATH}/container/{id}"))
         .expect("hex ids make valid paths")
 }
 
@@ -46,4 +55,12 @@ macro_rules! as_string {
         }
     )*};
 }
-as_string!(State, NetworkMode, NamespaceMode, Protocol);
+as_string!(
+    State,
+    NetworkMode,
+    NamespaceMode,
+    Protocol,
+    ContainerState,
+    Propagation,
+    ProfileKind
+);

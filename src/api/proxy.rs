@@ -2,6 +2,7 @@
 //! arguments and the raw `a{sv}` replies. `Client` decodes those; tests that
 //! send hostile input use `inner().call` on these.
 
+use super::container::{ContainerFilter, ContainerOptions, Resources as ContainerResources};
 use super::image::{ImageFilter, PullOptions};
 use super::sandbox::{CreateOptions, ListFilter, Resources};
 use super::Dict;
@@ -38,6 +39,45 @@ pub trait Manager {
     fn list(&self, filter: &ListFilter) -> zbus::Result<Vec<Dict>>;
     fn version(&self) -> zbus::Result<(String, String, String)>;
     fn runtime_status(&self) -> zbus::Result<(Vec<ConditionTuple>, Dict)>;
+
+    fn create_container(
+        &self,
+        pod_id: &str,
+        name: &str,
+        attempt: u32,
+        image: &str,
+        options: &ContainerOptions,
+    ) -> zbus::Result<(String, OwnedObjectPath)>;
+    fn start_container(&self, id: &str) -> zbus::Result<()>;
+    fn stop_container(&self, id: &str, timeout: i64) -> zbus::Result<()>;
+    fn remove_container(&self, id: &str) -> zbus::Result<()>;
+    fn container_status(&self, id: &str) -> zbus::Result<Dict>;
+    fn list_containers(&self, filter: &ContainerFilter) -> zbus::Result<Vec<Dict>>;
+    fn update_container_resources(
+        &self,
+        id: &str,
+        resources: &ContainerResources,
+    ) -> zbus::Result<()>;
+    fn reopen_container_log(&self, id: &str) -> zbus::Result<()>;
+    /// (exit_code, stdout, stderr)
+    fn exec_sync(
+        &self,
+        id: &str,
+        cmd: &[String],
+        timeout_ms: u64,
+    ) -> zbus::Result<(i32, Vec<u8>, Vec<u8>)>;
+
+    #[zbus(signal)]
+    fn container_created(&self, id: String, path: OwnedObjectPath) -> zbus::Result<()>;
+    #[zbus(signal)]
+    fn container_state_changed(
+        &self,
+        id: String,
+        path: OwnedObjectPath,
+        state: String,
+    ) -> zbus::Result<()>;
+    #[zbus(signal)]
+    fn container_removed(&self, id: String, path: OwnedObjectPath) -> zbus::Result<()>;
 
     #[zbus(signal)]
     fn sandbox_created(&self, id: String, path: OwnedObjectPath) -> zbus::Result<()>;
@@ -102,6 +142,32 @@ pub trait Sandbox {
     fn ips(&self) -> zbus::Result<Vec<String>>;
     #[zbus(property)]
     fn netns_path(&self) -> zbus::Result<String>;
+}
+
+#[proxy(
+    interface = "org.podscope.Sandbox1.Container",
+    default_service = "org.podscope.Sandbox1"
+)]
+pub trait Container {
+    fn start(&self) -> zbus::Result<()>;
+    fn stop(&self, timeout: i64) -> zbus::Result<()>;
+    fn remove(&self) -> zbus::Result<()>;
+    #[zbus(property)]
+    fn id(&self) -> zbus::Result<String>;
+    #[zbus(property)]
+    fn name(&self) -> zbus::Result<String>;
+    #[zbus(property)]
+    fn pod_id(&self) -> zbus::Result<String>;
+    #[zbus(property)]
+    fn state(&self) -> zbus::Result<String>;
+    #[zbus(property)]
+    fn unit(&self) -> zbus::Result<String>;
+    #[zbus(property, name = "MainPID")]
+    fn main_pid(&self) -> zbus::Result<u32>;
+    #[zbus(property)]
+    fn exit_code(&self) -> zbus::Result<i32>;
+    #[zbus(property)]
+    fn reason(&self) -> zbus::Result<String>;
 }
 
 /// A system-bus connection whose method calls give up after `timeout`

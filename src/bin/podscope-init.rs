@@ -8,6 +8,11 @@
 //! The spawner prints that init's PID once it is ready and exits, so the
 //! init is reparented to PID 1 and podscoped never has to reap it.
 //!
+//! With `--hold-socket PATH` it also holds descriptors for the daemon: the
+//! read ends of its containers' log pipes, so that a container's write
+//! never meets a pipe with no reader while podscoped is down (see
+//! `pod::holder` for the protocol).
+//!
 //! Deliberately libc-only and allocation-light: it runs once per pod, and
 //! its footprint is the pod's overhead.
 
@@ -16,6 +21,7 @@ use std::io::Write;
 use std::process::exit;
 
 struct Opts {
+    hold_socket: Option<String>,
     hostname: Option<String>,
     netns: Option<String>,
     host_network: bool,
@@ -34,13 +40,14 @@ fn die(what: &str) -> ! {
 fn usage(msg: &str) -> ! {
     let _ = writeln!(
         std::io::stderr(),
-        "podscope-init: {msg}\nusage: podscope-init --id ID (--netns PATH | --host-network) [--hostname NAME] [--host-ipc] [--pid-namespace] [--sysctl /proc/sys/PATH=VALUE]..."
+        "podscope-init: {msg}\nusage: podscope-init --id ID (--netns PATH | --host-network) [--hostname NAME] [--host-ipc] [--pid-namespace] [--sysctl /proc/sys/PATH=VALUE]... [--hold-socket PATH]"
     );
     exit(2)
 }
 
 fn parse_args() -> Opts {
     let mut o = Opts {
+        hold_socket: None,
         hostname: None,
         netns: None,
         host_network: false,
@@ -63,6 +70,12 @@ fn parse_args() -> Opts {
             }
             "--netns" => {
                 o.netns = Some(args.next().unwrap_or_else(|| usage("--netns needs a path")))
+            }
+            "--hold-socket" => {
+                o.hold_socket = Some(
+                    args.next()
+                        .unwrap_or_else(|| usage("--hold-socket needs a path")),
+                )
             }
             "--host-network" => o.host_network = true,
             "--host-ipc" => o.host_ipc = true,
@@ -135,8 +148,202 @@ fn drop_privileges() {
     }
 }
 
+/// The most holdings and the most descriptors in one (the daemon's side
+/// says the same: `pod::holder`).
+const MAX_HOLDINGS: usize = 4096;
+const MAX_FDS: usize = 3;
+const NAME_MAX: usize = 128;
+
+/// What the init holds for the daemon.
+struct Holdings {
+    items: Vec<(Vec<u8>, Vec<libc::c_int>)>,
+}
+
+impl Holdings {
+    fn close(fds: &[libc::c_int]) {
+        for &fd in fds {
+            // SAFETY: descriptors this process received and owns.
+            unsafe { libc::close(fd) };
+        }
+    }
+
+    fn hold(&mut self, name: &[u8], fds: Vec<libc::c_int>) -> Result<(), &'static str> {
+        if let Some(i) = self.items.iter().position(|(n, _)| n == name) {
+            Self::close(&self.items[i].1);
+            self.items[i].1 = fds;
+            return Ok(());
+        }
+        if self.items.len() >= MAX_HOLDINGS {
+            Self::close(&fds);
+            return Err("too many holdings");
+        }
+        self.items.push((name.to_vec(), fds));
+        Ok(())
+    }
+
+    fn release(&mut self, name: &[u8]) {
+        if let Some(i) = self.items.iter().position(|(n, _)| n == name) {
+            let (_, fds) = self.items.swap_remove(i);
+            Self::close(&fds);
+        }
+    }
+}
+
+/// Listen on `path` (root's alone: the daemon is the only client).
+fn listen_hold_socket(path: &str) -> libc::c_int {
+    // SAFETY: socket/bind/listen on a sockaddr_un we fill; results checked.
+    unsafe {
+        let fd = libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        );
+        if fd < 0 {
+            die("hold socket");
+        }
+        let mut addr: libc::sockaddr_un = std::mem::zeroed();
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let bytes = path.as_bytes();
+        if bytes.len() >= addr.sun_path.len() {
+            usage("--hold-socket: path too long");
+        }
+        for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+            *d = *s as libc::c_char;
+        }
+        let c = CString::new(path).unwrap_or_else(|_| usage("--hold-socket: NUL in path"));
+        libc::unlink(c.as_ptr());
+        let old = libc::umask(0o077);
+        let r = libc::bind(
+            fd,
+            (&addr as *const libc::sockaddr_un).cast(),
+            std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+        );
+        libc::umask(old);
+        if r != 0 {
+            die(&format!("bind {path}"));
+        }
+        if libc::listen(fd, 16) != 0 {
+            die("listen");
+        }
+        fd
+    }
+}
+
+/// Receive one request: its bytes and the descriptors with it.
+fn recv_request(fd: libc::c_int) -> Option<(Vec<u8>, Vec<libc::c_int>)> {
+    // SAFETY: recvmsg into buffers we own; the control data is walked with
+    // the CMSG macros within its length.
+    unsafe {
+        let mut buf = [0u8; 1 + NAME_MAX];
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        let mut cbuf = [0u64; 16];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&cbuf);
+        let n = libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC);
+        if n <= 0 {
+            return None;
+        }
+        let mut fds = Vec::new();
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c) as *const libc::c_int;
+                let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
+                    / std::mem::size_of::<libc::c_int>();
+                for i in 0..count {
+                    fds.push(*data.add(i));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+        Some((buf[..n as usize].to_vec(), fds))
+    }
+}
+
+fn send_reply(fd: libc::c_int, msg: &[u8], fds: &[libc::c_int]) {
+    // SAFETY: sendmsg of our buffers; the control block holds `fds`.
+    unsafe {
+        let mut iov = libc::iovec {
+            iov_base: msg.as_ptr() as *mut libc::c_void,
+            iov_len: msg.len(),
+        };
+        let mut cbuf = [0u64; 8];
+        let mut hdr: libc::msghdr = std::mem::zeroed();
+        hdr.msg_iov = &mut iov;
+        hdr.msg_iovlen = 1;
+        if !fds.is_empty() {
+            let len = libc::CMSG_SPACE(std::mem::size_of_val(fds) as u32) as usize;
+            hdr.msg_control = cbuf.as_mut_ptr().cast();
+            hdr.msg_controllen = len;
+            let c = libc::CMSG_FIRSTHDR(&hdr);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of_val(fds) as u32) as usize;
+            let data = libc::CMSG_DATA(c) as *mut libc::c_int;
+            for (i, f) in fds.iter().enumerate() {
+                *data.add(i) = *f;
+            }
+        }
+        libc::sendmsg(fd, &hdr, libc::MSG_NOSIGNAL);
+    }
+}
+
+/// Serve one client until it hangs up (or stalls 5 s).
+fn serve_client(client: libc::c_int, holdings: &mut Holdings) {
+    // SAFETY: a socket option on our client socket.
+    unsafe {
+        let tv = libc::timeval {
+            tv_sec: 5,
+            tv_usec: 0,
+        };
+        libc::setsockopt(
+            client,
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        );
+    }
+    while let Some((req, fds)) = recv_request(client) {
+        let (op, name) = (req[0], &req[1..]);
+        match op {
+            b'H' if !name.is_empty() && !fds.is_empty() && fds.len() <= MAX_FDS => {
+                match holdings.hold(name, fds) {
+                    Ok(()) => send_reply(client, b"K", &[]),
+                    Err(e) => send_reply(client, format!("N{e}").as_bytes(), &[]),
+                }
+            }
+            b'D' if !name.is_empty() => {
+                Holdings::close(&fds);
+                holdings.release(name);
+                send_reply(client, b"K", &[]);
+            }
+            b'G' => {
+                Holdings::close(&fds);
+                for (n, held) in &holdings.items {
+                    let mut m = Vec::with_capacity(1 + n.len());
+                    m.push(b'F');
+                    m.extend_from_slice(n);
+                    send_reply(client, &m, held);
+                }
+                send_reply(client, b"E", &[]);
+            }
+            _ => {
+                Holdings::close(&fds);
+                send_reply(client, b"Nbad request", &[]);
+            }
+        }
+    }
+}
+
 /// The init proper: never returns.
-fn run_init(ready_fd: libc::c_int) -> ! {
+fn run_init(ready_fd: libc::c_int, hold_socket: Option<&str>) -> ! {
     // SAFETY: signal-mask, fd and wait calls on values we own.
     unsafe {
         libc::setsid();
@@ -154,6 +361,12 @@ fn run_init(ready_fd: libc::c_int) -> ! {
         // Blocked rather than handled: as PID 1 of a namespace, a signal with
         // the default action would be dropped; a blocked one waits for us.
         libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        // Made while root may still write the pod's directory.
+        let listener = hold_socket.map(listen_hold_socket);
+        let sigfd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
+        if sigfd < 0 {
+            die("signalfd");
+        }
         drop_privileges();
         if libc::chdir(c"/".as_ptr()) != 0 {
             die("chdir /");
@@ -172,14 +385,51 @@ fn run_init(ready_fd: libc::c_int) -> ! {
             exit(1);
         }
         libc::close(ready_fd);
+        let mut holdings = Holdings { items: Vec::new() };
+        let mut fds = [
+            libc::pollfd {
+                fd: sigfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: listener.unwrap_or(-1),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
         loop {
-            let sig = libc::sigwaitinfo(&set, std::ptr::null_mut());
-            match sig {
-                libc::SIGCHLD => {
-                    while libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) > 0 {}
+            if libc::poll(fds.as_mut_ptr(), 2, -1) < 0 {
+                continue;
+            }
+            if fds[0].revents & libc::POLLIN != 0 {
+                let mut info: libc::signalfd_siginfo = std::mem::zeroed();
+                let n = libc::read(
+                    sigfd,
+                    (&mut info as *mut libc::signalfd_siginfo).cast(),
+                    std::mem::size_of::<libc::signalfd_siginfo>(),
+                );
+                if n > 0 {
+                    match info.ssi_signo as libc::c_int {
+                        libc::SIGCHLD => {
+                            while libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) > 0 {}
+                        }
+                        libc::SIGTERM | libc::SIGINT | libc::SIGQUIT => exit(0),
+                        _ => {}
+                    }
                 }
-                libc::SIGTERM | libc::SIGINT | libc::SIGQUIT => exit(0),
-                _ => {}
+            }
+            if fds[1].revents & libc::POLLIN != 0 {
+                let client = libc::accept4(
+                    fds[1].fd,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_CLOEXEC,
+                );
+                if client >= 0 {
+                    serve_client(client, &mut holdings);
+                    libc::close(client);
+                }
             }
         }
     }
@@ -249,7 +499,7 @@ fn main() {
         }
         if pid == 0 {
             libc::close(fds[0]);
-            run_init(fds[1]);
+            run_init(fds[1], o.hold_socket.as_deref());
         }
         libc::close(fds[1]);
         let mut byte = 0u8;

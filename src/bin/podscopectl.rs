@@ -40,7 +40,25 @@ Commands:
   rmi IMAGE...                            remove images (id, prefix, tag, digest)
   imagefsinfo                             the image store's disk use
 
-Create, start, stop, rm, update, pull and rmi let polkit ask for a password (through an
+Containers (crictl's names where they name nothing else here):
+  container create POD NAME IMAGE [OPTIONS] [-- COMMAND ARGS...]
+      --env K=V  --workdir DIR  --user UID|NAME  --mount HOST:CONTAINER[:ro]
+      --label K=V  --log-path PATH (under the pod's log directory)
+      --privileged  --read-only  --cap-add CAP  --cap-drop CAP  --tty  --stdin
+      --memory BYTES  --cpu-quota USEC  --cpu-period USEC  --cpu-shares N
+      --cpuset-cpus LIST  --attempt N  --start (start it too)
+                                          create a container in a ready pod
+  container start ID...    container stop [-t SECONDS] ID...    container rm ID...
+  container update ID [--memory BYTES] [--cpu-quota USEC] [--cpu-period USEC]
+                      [--cpu-shares N] [--cpuset-cpus LIST]
+  ps [-a] [--pod ID] [--state STATE] [--label K=V]... [-q]
+                                          list containers (running ones unless -a)
+  inspect ID                              one container as JSON
+  logs [-f] ID                            its output, from its CRI log file
+  exec [--timeout SECONDS] ID COMMAND...  run a command in a running container;
+                                          exits with the command's status
+
+Create, start, stop, rm, update, pull, rmi, container and exec let polkit ask for a password (through an
 authentication agent) unless --no-ask-password is given.";
 
 struct Fail(String);
@@ -67,7 +85,8 @@ fn main() -> ExitCode {
         .build()
         .expect("tokio runtime");
     match rt.block_on(run(args)) {
-        Ok(()) => ExitCode::SUCCESS,
+        // exec exits with its command's status.
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(255)),
         Err(Fail(msg)) => {
             eprintln!("podscopectl: {msg}");
             ExitCode::from(1)
@@ -109,7 +128,7 @@ where
         .ok_or_else(|| Fail(format!("{method}: no reply")))
 }
 
-async fn run(args: Vec<String>) -> Result<(), Fail> {
+async fn run(args: Vec<String>) -> Result<i32, Fail> {
     // Longer than any daemon-side step timeout, so the daemon's own error
     // arrives first.
     let conn = system_connection(std::time::Duration::from_secs(120))
@@ -132,7 +151,7 @@ async fn run(args: Vec<String>) -> Result<(), Fail> {
             BitFlags::empty()
         },
     };
-    match cmd {
+    let done: Result<(), Fail> = match cmd {
         "list" => list(&m, rest).await,
         "status" => {
             let [id] = rest else {
@@ -180,6 +199,16 @@ async fn run(args: Vec<String>) -> Result<(), Fail> {
                 .await
         }
         "info" => info(&m).await,
+        "container" => containers::command(&mutate, rest).await,
+        "ps" => containers::ps(&m, rest).await,
+        "inspect" => {
+            let [id] = rest else {
+                return Err(Fail("inspect takes one ID".into()));
+            };
+            containers::inspect(&m, id).await
+        }
+        "logs" => containers::logs(&m, rest).await,
+        "exec" => return containers::exec(&m, rest).await,
         "pull" => images::pull(mutate.flags, rest).await,
         "images" => images::list(&m, rest).await,
         "inspecti" => {
@@ -216,7 +245,8 @@ async fn run(args: Vec<String>) -> Result<(), Fail> {
             Ok(())
         }
         other => Err(Fail(format!("unknown command {other:?}\n{USAGE}"))),
-    }
+    };
+    done.map(|()| 0)
 }
 
 /// Bytes for people: 1.5 MiB.
@@ -750,4 +780,374 @@ async fn info(m: &Client) -> Result<(), Fail> {
         info.recovered, info.recovery_usec
     );
     Ok(())
+}
+
+/// Containers: `container create|start|stop|rm|update` (the pod verbs
+/// keep their short names), and crictl's `ps`, `logs`, `exec`, `inspect`,
+/// which name nothing else here.
+mod containers {
+    use super::{fmt_time, kv, table, Fail, Mutate};
+    use podscope::api::container::{ContainerFilter, ContainerOptions, Mount, Resources, Security};
+    use podscope::api::Client;
+    use podscope::domain::container::{ContainerState, Propagation};
+    use std::collections::BTreeMap;
+    use std::io::Write;
+    use zbus::zvariant::OwnedObjectPath;
+
+    pub async fn command(m: &Mutate<'_>, args: &[String]) -> Result<(), Fail> {
+        let Some((verb, rest)) = args.split_first() else {
+            return Err(Fail(
+                "container needs a verb: create, start, stop, rm or update".into(),
+            ));
+        };
+        match verb.as_str() {
+            "create" => create(m, rest).await,
+            "start" | "rm" | "remove" => {
+                if rest.is_empty() {
+                    return Err(Fail(format!("container {verb} needs at least one ID")));
+                }
+                let method = if verb == "start" {
+                    "StartContainer"
+                } else {
+                    "RemoveContainer"
+                };
+                for id in rest {
+                    m.call::<_, ()>(method, &(id.as_str(),)).await?;
+                }
+                Ok(())
+            }
+            "stop" => {
+                let mut timeout = 10i64;
+                let mut ids = Vec::new();
+                let mut it = rest.iter();
+                while let Some(a) = it.next() {
+                    match a.as_str() {
+                        "--timeout" | "-t" => {
+                            let v = it
+                                .next()
+                                .ok_or_else(|| Fail(format!("{a} needs a value")))?;
+                            timeout = v.parse().map_err(|_| {
+                                Fail(format!("{a}: {v:?} is not a number of seconds"))
+                            })?;
+                        }
+                        id => ids.push(id.to_owned()),
+                    }
+                }
+                if ids.is_empty() {
+                    return Err(Fail("container stop needs at least one ID".into()));
+                }
+                for id in ids {
+                    m.call::<_, ()>("StopContainer", &(id.as_str(), timeout))
+                        .await?;
+                }
+                Ok(())
+            }
+            "update" => {
+                let Some((id, opts)) = rest.split_first() else {
+                    return Err(Fail("container update needs an ID".into()));
+                };
+                let mut r = Resources::default();
+                let mut it = opts.iter();
+                while let Some(a) = it.next() {
+                    let v = it
+                        .next()
+                        .ok_or_else(|| Fail(format!("{a} needs a value")))?;
+                    if !resource(&mut r, a, v)? {
+                        return Err(Fail(format!("container update: unknown option {a:?}")));
+                    }
+                }
+                m.call::<_, ()>("UpdateContainerResources", &(id.as_str(), r))
+                    .await
+            }
+            other => Err(Fail(format!(
+                "container: unknown verb {other:?} (create, start, stop, rm, update)"
+            ))),
+        }
+    }
+
+    fn resource(r: &mut Resources, opt: &str, v: &str) -> Result<bool, Fail> {
+        let num = || {
+            v.parse::<u64>()
+                .map_err(|_| Fail(format!("{opt}: {v:?} is not a number")))
+        };
+        match opt {
+            "--memory" => r.memory_limit_in_bytes = num()?,
+            "--cpu-quota" => r.cpu_quota = num()?,
+            "--cpu-period" => r.cpu_period = num()?,
+            "--cpu-shares" => r.cpu_shares = num()?,
+            "--cpuset-cpus" => r.cpuset_cpus = v.to_owned(),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    async fn create(m: &Mutate<'_>, args: &[String]) -> Result<(), Fail> {
+        let (pod, name, image, rest) = match args {
+            [pod, name, image, rest @ ..] => (pod, name, image, rest),
+            _ => return Err(Fail("container create needs POD NAME IMAGE".into())),
+        };
+        let mut o = ContainerOptions::default();
+        let (mut security, mut resources) = (Security::default(), Resources::default());
+        let mut labels = BTreeMap::new();
+        let mut attempt = 0u32;
+        let mut start = false;
+        let mut it = rest.iter();
+        while let Some(a) = it.next() {
+            if a == "--" {
+                o.command = it.by_ref().cloned().collect();
+                break;
+            }
+            let mut val = || {
+                it.next()
+                    .cloned()
+                    .ok_or_else(|| Fail(format!("{a} needs a value")))
+            };
+            match a.as_str() {
+                "--attempt" => {
+                    let v = val()?;
+                    attempt = v
+                        .parse()
+                        .map_err(|_| Fail(format!("{a}: {v:?} is not a number")))?;
+                }
+                "--env" | "-e" => o.envs.push(val()?),
+                "--workdir" | "-w" => o.working_dir = val()?,
+                "--label" => {
+                    let (k, v) = kv(&val()?, a)?;
+                    labels.insert(k, v);
+                }
+                "--mount" => {
+                    let v = val()?;
+                    let parts: Vec<&str> = v.split(':').collect();
+                    let (host, container, ro) = match parts.as_slice() {
+                        [h, c] => (*h, *c, false),
+                        [h, c, "ro"] => (*h, *c, true),
+                        _ => {
+                            return Err(Fail(format!("--mount: {v:?} is not HOST:CONTAINER[:ro]")))
+                        }
+                    };
+                    o.mounts.push(Mount {
+                        host_path: host.into(),
+                        container_path: container.into(),
+                        readonly: ro,
+                        propagation: Propagation::Private,
+                    });
+                }
+                "--user" | "-u" => {
+                    let v = val()?;
+                    match v.parse::<u32>() {
+                        Ok(uid) => security.run_as_user = Some(uid),
+                        Err(_) => security.run_as_username = v,
+                    }
+                }
+                "--privileged" => security.privileged = true,
+                "--read-only" => security.readonly_rootfs = true,
+                "--cap-add" => security.capabilities_add.push(val()?),
+                "--cap-drop" => security.capabilities_drop.push(val()?),
+                "--log-path" => o.log_path = val()?,
+                "--tty" | "-t" => o.tty = true,
+                "--stdin" | "-i" => o.stdin = true,
+                "--start" => start = true,
+                opt => {
+                    let v = val()?;
+                    if !resource(&mut resources, opt, &v)? {
+                        return Err(Fail(format!("container create: unknown option {opt:?}")));
+                    }
+                }
+            }
+        }
+        o.labels = labels;
+        o.security = security;
+        o.resources = resources;
+        let (id, _): (String, OwnedObjectPath) = m
+            .call(
+                "CreateContainer",
+                &(pod.as_str(), name.as_str(), attempt, image.as_str(), &o),
+            )
+            .await?;
+        if start {
+            if let Err(Fail(msg)) = m.call::<_, ()>("StartContainer", &(id.as_str(),)).await {
+                return Err(Fail(format!("created {id} but start failed: {msg}")));
+            }
+        }
+        println!("{id}");
+        Ok(())
+    }
+
+    pub async fn ps(m: &Client, args: &[String]) -> Result<(), Fail> {
+        let mut filter = ContainerFilter::default();
+        let (mut all, mut quiet) = (false, false);
+        let mut labels = BTreeMap::new();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let mut val = || {
+                it.next()
+                    .cloned()
+                    .ok_or_else(|| Fail(format!("{a} needs a value")))
+            };
+            match a.as_str() {
+                "-a" | "--all" => all = true,
+                "-q" | "--quiet" => quiet = true,
+                "--pod" | "-p" => filter.pod_id = Some(val()?),
+                "--state" => {
+                    let v = val()?;
+                    filter.state =
+                        Some(ContainerState::parse(&v).map_err(|e| Fail(e.to_string()))?);
+                }
+                "--label" => {
+                    let (k, v) = kv(&val()?, a)?;
+                    labels.insert(k, v);
+                }
+                other => return Err(Fail(format!("ps: unknown option {other:?}"))),
+            }
+        }
+        if filter.state.is_none() && !all {
+            filter.state = Some(ContainerState::Running);
+        }
+        if !labels.is_empty() {
+            filter.labels = Some(labels);
+        }
+        let mut list = m.list_containers(&filter).await?;
+        list.sort_by_key(|c| c.created_at);
+        if quiet {
+            for c in &list {
+                println!("{}", c.id);
+            }
+            return Ok(());
+        }
+        if list.is_empty() {
+            println!("No containers.");
+            return Ok(());
+        }
+        let mut rows = vec![[
+            "CONTAINER",
+            "IMAGE",
+            "CREATED",
+            "STATE",
+            "NAME",
+            "ATTEMPT",
+            "POD",
+        ]
+        .map(String::from)
+        .to_vec()];
+        for c in &list {
+            rows.push(vec![
+                c.id.chars().take(12).collect(),
+                c.image.clone(),
+                fmt_time(c.created_at),
+                c.state.as_str().to_owned(),
+                c.name.clone(),
+                c.attempt.to_string(),
+                c.pod_id.chars().take(12).collect(),
+            ]);
+        }
+        table(&rows);
+        Ok(())
+    }
+
+    pub async fn inspect(m: &Client, id: &str) -> Result<(), Fail> {
+        let (_, d) = m.container_status_with_dict(id).await?;
+        let doc = podscope::cri::convert::dict_json(&d);
+        println!("{doc}");
+        Ok(())
+    }
+
+    pub async fn exec(m: &Client, args: &[String]) -> Result<i32, Fail> {
+        let mut timeout_ms = 0u64;
+        let mut rest = args;
+        if let [flag, v, tail @ ..] = args {
+            if flag == "--timeout" {
+                timeout_ms = v
+                    .parse::<u64>()
+                    .map_err(|_| Fail(format!("--timeout: {v:?} is not a number of seconds")))?
+                    * 1000;
+                rest = tail;
+            }
+        }
+        let [id, cmd @ ..] = rest else {
+            return Err(Fail("exec needs an ID and a command".into()));
+        };
+        let cmd: Vec<String> = cmd.iter().skip_while(|a| *a == "--").cloned().collect();
+        if cmd.is_empty() {
+            return Err(Fail("exec needs a command".into()));
+        }
+        let r = m.exec_sync(id, &cmd, timeout_ms).await?;
+        std::io::stdout().write_all(&r.stdout).ok();
+        std::io::stderr().write_all(&r.stderr).ok();
+        Ok(r.exit_code)
+    }
+
+    /// One CRI log record's text, and whether it ends its line.
+    fn record(line: &str) -> Option<(&str, bool)> {
+        let mut p = line.splitn(4, ' ');
+        let (_ts, _stream, tag) = (p.next()?, p.next()?, p.next()?);
+        Some((p.next().unwrap_or(""), tag == "F"))
+    }
+
+    pub async fn logs(m: &Client, args: &[String]) -> Result<(), Fail> {
+        let (follow, id) = match args {
+            [f, id] if f == "-f" || f == "--follow" => (true, id),
+            [id] => (false, id),
+            _ => return Err(Fail("logs takes [-f] ID".into())),
+        };
+        let s = m.container_status(id).await?;
+        if s.log_path.is_empty() {
+            return Err(Fail(format!("container {} has no log file", s.id)));
+        }
+        let mut out = std::io::stdout().lock();
+        let mut pos = 0u64;
+        let mut ino = 0u64;
+        let mut partial = String::new();
+        loop {
+            use std::io::{BufRead, Seek};
+            use std::os::unix::fs::MetadataExt;
+            let f = std::fs::File::open(&s.log_path)
+                .map_err(|e| Fail(format!("{}: {e}", s.log_path)))?;
+            let meta = f.metadata().map_err(|e| Fail(e.to_string()))?;
+            if meta.ino() != ino {
+                // Rotated (or first open): a new file from its start.
+                ino = meta.ino();
+                pos = 0;
+            }
+            let mut r = std::io::BufReader::new(f);
+            r.seek(std::io::SeekFrom::Start(pos))
+                .map_err(|e| Fail(e.to_string()))?;
+            let mut line = String::new();
+            while r.read_line(&mut line).map_err(|e| Fail(e.to_string()))? > 0 {
+                if !line.ends_with('\n') {
+                    break;
+                }
+                pos += line.len() as u64;
+                if let Some((text, full)) = record(line.trim_end_matches('\n')) {
+                    partial.push_str(text);
+                    if full {
+                        let _ = writeln!(out, "{partial}");
+                        partial.clear();
+                    }
+                }
+                line.clear();
+            }
+            let _ = out.flush();
+            if !follow {
+                return Ok(());
+            }
+            let st = m.container_status(id).await?;
+            if st.state != ContainerState::Running && st.state != ContainerState::Created {
+                follow_done(&s.log_path, pos)?;
+                return Ok(());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
+    /// After the container ended: nothing more is coming once the file has
+    /// no more than we read.
+    fn follow_done(path: &str, pos: u64) -> Result<(), Fail> {
+        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        if len > pos {
+            return Err(Fail(format!(
+                "{path} grew after the container ended; run logs again for the rest"
+            )));
+        }
+        Ok(())
+    }
 }

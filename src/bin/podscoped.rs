@@ -159,6 +159,8 @@ async fn run(settings: Settings) -> podscope::Result<()> {
         return Err(podscope::Error::internal("lost the connection to systemd"));
     }
     service.drain(Duration::from_secs(20)).await;
+    // Every line read so far written; the pipes stay with the pods' inits.
+    service.containers.detach_logs().await;
     // Let the replies of the drained calls leave before the socket closes.
     tokio::time::sleep(Duration::from_millis(100)).await;
     Ok(())

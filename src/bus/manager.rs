@@ -3,6 +3,7 @@
 
 use super::errors::BusError;
 use super::Service;
+use crate::api::container::{ContainerFilter, ContainerOptions, ContainerStatus, ContainerSummary};
 use crate::api::{
     self, dict::owned_arg, from_dict, Condition, CreateOptions, DictArg, PodMetadata, RuntimeInfo,
     SandboxStatus, SandboxSummary,
@@ -134,6 +135,129 @@ impl Manager {
     async fn runtime_status(&self) -> (Vec<Condition>, RuntimeInfo) {
         self.service.runtime_status().await
     }
+
+    // Make a container in a ready pod (state "created"). Options: see the
+    // interface XML.
+    #[zbus(out_args("id", "path"))]
+    #[allow(clippy::too_many_arguments)]
+    async fn create_container(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        pod_id: &str,
+        name: &str,
+        attempt: u32,
+        image: &str,
+        options: DictArg<'_>,
+    ) -> Result<(String, OwnedObjectPath), BusError> {
+        let options: ContainerOptions = from_dict(Some("options"), &options)?;
+        let config = options.into_config(
+            owned_arg("name", name)?,
+            attempt,
+            owned_arg("image", image)?,
+        );
+        self.service.create_container(&hdr, pod_id, config).await
+    }
+
+    async fn start_container(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        id: &str,
+    ) -> Result<(), BusError> {
+        self.service.start_container(&hdr, id).await
+    }
+
+    // The stop signal, then SIGKILL after `timeout` seconds (0: at once).
+    async fn stop_container(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        id: &str,
+        timeout: i64,
+    ) -> Result<(), BusError> {
+        self.service.stop_container(&hdr, id, timeout).await
+    }
+
+    async fn remove_container(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        id: &str,
+    ) -> Result<(), BusError> {
+        self.service.remove_container(&hdr, id).await
+    }
+
+    #[zbus(out_args("status"))]
+    async fn container_status(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        id: &str,
+    ) -> Result<ContainerStatus, BusError> {
+        self.service.container_status(&hdr, id).await
+    }
+
+    #[zbus(out_args("containers"))]
+    async fn list_containers(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        filter: DictArg<'_>,
+    ) -> Result<Vec<ContainerSummary>, BusError> {
+        let f: ContainerFilter = from_dict(Some("filter"), &filter)?;
+        self.service.list_containers(&hdr, f).await
+    }
+
+    async fn update_container_resources(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        id: &str,
+        resources: DictArg<'_>,
+    ) -> Result<(), BusError> {
+        let r: crate::api::container::Resources = from_dict(Some("resources"), &resources)?;
+        self.service
+            .update_container_resources(&hdr, id, r.into())
+            .await
+    }
+
+    async fn reopen_container_log(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        id: &str,
+    ) -> Result<(), BusError> {
+        self.service.reopen_container_log(&hdr, id).await
+    }
+
+    // Run `cmd` in a running container: (exit_code, stdout, stderr), each
+    // output capped at 8 MiB; `timeout_ms` 0 is none.
+    #[zbus(out_args("exit_code", "stdout", "stderr"))]
+    async fn exec_sync(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        id: &str,
+        cmd: Vec<String>,
+        timeout_ms: u64,
+    ) -> Result<(i32, Vec<u8>, Vec<u8>), BusError> {
+        let r = self.service.exec_sync(&hdr, id, cmd, timeout_ms).await?;
+        Ok((r.exit_code, r.stdout, r.stderr))
+    }
+
+    #[zbus(signal)]
+    pub async fn container_created(
+        emitter: &SignalEmitter<'_>,
+        id: &str,
+        path: ObjectPath<'_>,
+    ) -> zbus::Result<()>;
+
+    #[zbus(signal)]
+    pub async fn container_state_changed(
+        emitter: &SignalEmitter<'_>,
+        id: &str,
+        path: ObjectPath<'_>,
+        state: &str,
+    ) -> zbus::Result<()>;
+
+    #[zbus(signal)]
+    pub async fn container_removed(
+        emitter: &SignalEmitter<'_>,
+        id: &str,
+        path: ObjectPath<'_>,
+    ) -> zbus::Result<()>;
 
     #[zbus(signal)]
     pub async fn sandbox_created(

@@ -6,6 +6,7 @@
 //! caller that hangs up never cancels a lifecycle step or its cleanup.
 
 pub mod callers;
+pub mod container;
 pub mod errors;
 pub mod images;
 pub mod limits;
@@ -48,7 +49,7 @@ pub const WAITERS_PER_UID: usize = 64;
 /// CRI metadata is opaque and may hold '/': `sandbox` escapes it ('%' and
 /// '/' as %25 and %2F) so that "team-a/" can only ever be namespace team-a;
 /// `namespace` and `name` carry the exact strings.
-fn polkit_details(
+pub(crate) fn polkit_details(
     verb: &str,
     namespace: &str,
     name: &str,
@@ -66,6 +67,7 @@ fn polkit_details(
 
 pub struct Service {
     pub pods: Arc<Pods>,
+    pub containers: Arc<crate::container::Containers>,
     pub images: Arc<crate::image::Images>,
     auth: polkit::Authorizer,
     conn: Connection,
@@ -319,7 +321,7 @@ impl Service {
             orphans_stopped: rec.orphans_stopped.clone(),
             network_teardowns_owed: lc.attachments_owed() as u32,
             state_dir: lc.settings.state_dir.display().to_string(),
-            runtime_handlers: lc.settings.runtime_handlers.clone(),
+            runtime_handlers: lc.settings.runtimes.keys().cloned().collect(),
             waits_in_flight: self.waiters.in_flight() as u32,
             os: platform.os.into(),
             architecture: platform.architecture.into(),
@@ -349,11 +351,29 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
     let (event_tx, event_rx) = mpsc::unbounded_channel();
     let machined = crate::pod::machined::Machined::new(&conn);
     let images = crate::image::Images::open(settings.images())?;
-    let pods = Arc::new(Pods::new(settings, store, systemd, machined, event_tx)?);
+    let hostns = crate::hostns::HostNs::connect()?;
+    let pods = Arc::new(Pods::new(
+        settings.clone(),
+        store,
+        systemd.clone(),
+        machined,
+        event_tx.clone(),
+    )?);
+    let containers = Arc::new(crate::container::Containers::new(
+        settings,
+        systemd,
+        pods.clone(),
+        images.clone(),
+        hostns,
+        event_tx,
+    )?);
+    pods.set_members(containers.clone());
     pods.recover().await?;
+    containers.recover().await?;
 
     let service = Arc::new(Service {
         pods: pods.clone(),
+        containers: containers.clone(),
         images,
         auth: polkit::Authorizer::new(
             &conn,
@@ -397,15 +417,39 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
             .await
             .map_err(export)?;
     }
+    for entry in containers.list(&Default::default()) {
+        let path = api::container_path(&entry.id);
+        server
+            .at(
+                &path,
+                container::ContainerObject {
+                    entry,
+                    service: service.clone(),
+                },
+            )
+            .await
+            .map_err(export)?;
+    }
 
-    let lc = pods.clone();
+    let (lc, cs) = (pods.clone(), containers.clone());
     tokio::spawn(async move {
         while let Some(ev) = unit_rx.recv().await {
-            let lc = lc.clone();
-            tokio::spawn(async move { lc.on_unit_event(ev).await });
+            let (lc, cs) = (lc.clone(), cs.clone());
+            tokio::spawn(async move {
+                if crate::domain::container::id_from_container_unit(&ev.unit).is_some() {
+                    cs.on_unit_event(ev).await
+                } else {
+                    lc.on_unit_event(ev).await
+                }
+            });
         }
     });
-    tokio::spawn(announce(conn.clone(), pods.clone(), event_rx));
+    tokio::spawn(announce(
+        conn.clone(),
+        pods.clone(),
+        containers.clone(),
+        event_rx,
+    ));
 
     conn.request_name_with_flags(BUS_NAME, zbus::fdo::RequestNameFlags::DoNotQueue.into())
         .await
@@ -422,7 +466,12 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
 }
 
 /// Turn lifecycle events into D-Bus signals, in order.
-async fn announce(conn: Connection, pods: Arc<Pods>, mut events: mpsc::UnboundedReceiver<Event>) {
+async fn announce(
+    conn: Connection,
+    pods: Arc<Pods>,
+    containers: Arc<crate::container::Containers>,
+    mut events: mpsc::UnboundedReceiver<Event>,
+) {
     let manager = SignalEmitter::new(&conn, MANAGER_PATH).expect("valid path");
     while let Some(ev) = events.recv().await {
         let r = match &ev {
@@ -433,11 +482,48 @@ async fn announce(conn: Connection, pods: Arc<Pods>, mut events: mpsc::Unbounded
                 Manager::sandbox_removed(&manager, id.as_str(), sandbox_path(id).as_ref()).await
             }
             Event::Changed(id) => changed(&conn, &pods, &manager, id).await,
+            Event::ContainerCreated(id) => {
+                Manager::container_created(&manager, id.as_str(), api::container_path(id).as_ref())
+                    .await
+            }
+            Event::ContainerRemoved(id, _) => {
+                Manager::container_removed(&manager, id.as_str(), api::container_path(id).as_ref())
+                    .await
+            }
+            Event::ContainerChanged(id) => {
+                container_changed(&conn, &containers, &manager, id).await
+            }
         };
         if let Err(e) = r {
             warn!("emitting signal for {ev:?} failed: {e}");
         }
     }
+}
+
+/// A container's PropertiesChanged, then ContainerStateChanged.
+async fn container_changed(
+    conn: &Connection,
+    containers: &crate::container::Containers,
+    manager: &SignalEmitter<'_>,
+    id: &crate::domain::ContainerId,
+) -> zbus::Result<()> {
+    let Some(entry) = containers.get(id) else {
+        return Ok(());
+    };
+    let state = entry.with(|c| c.state);
+    let path = api::container_path(id);
+    if let Ok(iface) = conn
+        .object_server()
+        .interface::<_, container::ContainerObject>(&path)
+        .await
+    {
+        iface
+            .get()
+            .await
+            .emit_changes(iface.signal_emitter())
+            .await?;
+    }
+    Manager::container_state_changed(manager, id.as_str(), path.as_ref(), state.as_str()).await
 }
 
 /// PropertiesChanged for the properties that change (zbus's emitters, so

@@ -15,26 +15,34 @@ pub struct Daemon {
     client: Mutex<Option<Client>>,
     /// Upper bound for one D-Bus call; a longer wait is DEADLINE_EXCEEDED.
     call_timeout: Duration,
-    /// Pulls on a connection of their own, with a bound to match: a large
-    /// image from a slow registry takes longer than any pod operation, and
-    /// the daemon ends a pull whose registry stalls.
-    pull_client: Mutex<Option<Client>>,
+    /// Pulls and ExecSyncs on a connection of their own, with a bound to
+    /// match: a large image from a slow registry, or a command kubelet gave
+    /// no timeout, takes longer than any pod operation (the daemon ends a
+    /// pull whose registry stalls, and an exec at its timeout).
+    long_client: Mutex<Option<Client>>,
 }
 
-/// Upper bound for one PullImage's D-Bus call.
-pub const PULL_CALL_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
+/// Upper bound for one PullImage's or ExecSync's D-Bus call.
+pub const LONG_CALL_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
 
 impl Daemon {
     pub fn new(call_timeout: Duration) -> Self {
         Daemon {
             client: Mutex::new(None),
             call_timeout,
-            pull_client: Mutex::new(None),
+            long_client: Mutex::new(None),
         }
     }
 
     async fn client(&self) -> zbus::Result<Client> {
         Self::connect(&self.client, self.call_timeout).await
+    }
+
+    /// The client itself (for a signal subscription), its failure a status.
+    pub async fn signals_client(&self) -> Result<Client, Status> {
+        Self::connect(&self.long_client, LONG_CALL_TIMEOUT)
+            .await
+            .map_err(|e| status_of(&e))
     }
 
     async fn connect(slot: &Mutex<Option<Client>>, timeout: Duration) -> zbus::Result<Client> {
@@ -78,19 +86,19 @@ impl Daemon {
         r
     }
 
-    /// A pull, on the pulls' connection, its error as a gRPC status.
-    pub async fn pull_rpc<T, F, Fut>(&self, f: F) -> Result<T, Status>
+    /// A pull or an exec, on their connection, its error as a gRPC status.
+    pub async fn long_rpc<T, F, Fut>(&self, f: F) -> Result<T, Status>
     where
         F: FnOnce(Client) -> Fut,
         Fut: Future<Output = zbus::Result<T>>,
     {
-        let c = Self::connect(&self.pull_client, PULL_CALL_TIMEOUT)
+        let c = Self::connect(&self.long_client, LONG_CALL_TIMEOUT)
             .await
             .map_err(|e| status_of(&e))?;
         let r = f(c).await;
         if let Err(e) = &r {
             if connection_lost(e) {
-                *self.pull_client.lock().await = None;
+                *self.long_client.lock().await = None;
             }
         }
         r.map_err(|e| status_of(&e))

@@ -26,6 +26,8 @@ pub fn code_of_kind(kind: ErrorKind) -> Code {
         ErrorKind::RegistryUnauthorized => Code::Unauthenticated,
         ErrorKind::RegistryDenied => Code::PermissionDenied,
         ErrorKind::RegistryUnavailable => Code::Unavailable,
+        // As containerd answers a runtime's refusal.
+        ErrorKind::RuntimeFailed => Code::Unknown,
         ErrorKind::NetworkFailed | ErrorKind::SystemdFailed | ErrorKind::Internal => Code::Internal,
     }
 }

@@ -118,7 +118,7 @@ impl ImageService for ImageApi {
         let cri = Arc::clone(&self.0);
         let image = super::runtime::detached(async move {
             cri.daemon
-                .pull_rpc(|c| async move { c.pull_image(&name, &options).await })
+                .long_rpc(|c| async move { c.pull_image(&name, &options).await })
                 .await
         })
         .await?;

@@ -8,6 +8,7 @@
 //! services), `stats` (cgroup and interface counters).
 
 pub mod authority;
+pub mod container;
 pub mod convert;
 pub mod daemon;
 pub mod errors;

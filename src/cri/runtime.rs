@@ -1,6 +1,7 @@
-//! `runtime.v1.RuntimeService`: the pod sandbox calls, each translated to
-//! calls on `org.podscope.Sandbox1`. Container calls are not podscope's yet
-//! and say so.
+//! `runtime.v1.RuntimeService`: every call translated to calls on
+//! `org.podscope.Sandbox1`; the container calls' translation is
+//! `container`. Streaming (Exec, Attach, PortForward) is not podscope's
+//! yet and says so.
 
 use super::convert::{self, config_from_request};
 use super::daemon::Daemon;
@@ -22,7 +23,7 @@ const KUBELET_API_VERSION: &str = "0.1.0";
 
 pub struct Cri {
     pub daemon: Daemon,
-    rates: CpuRates,
+    pub(super) rates: CpuRates,
 }
 
 impl Cri {
@@ -101,9 +102,7 @@ fn required_id(id: &str) -> Result<(), Status> {
 }
 
 fn unimplemented(what: &str) -> Status {
-    Status::unimplemented(format!(
-        "{what}: podscope manages pod sandboxes only; containers and images are not implemented yet"
-    ))
+    Status::unimplemented(format!("{what}: not implemented by podscope"))
 }
 
 impl Cri {
@@ -514,57 +513,120 @@ impl RuntimeService for RuntimeApi {
 
     async fn create_container(
         &self,
-        _: Request<cri::CreateContainerRequest>,
+        req: Request<cri::CreateContainerRequest>,
     ) -> Result<Response<cri::CreateContainerResponse>, Status> {
-        Err(unimplemented("CreateContainer"))
+        let req = req.into_inner();
+        let label = req.pod_sandbox_id.clone();
+        let frontend = self.0.clone();
+        traced("CreateContainer", &label, async move {
+            let id = detached(async move { frontend.create_container(req).await }).await?;
+            Ok(cri::CreateContainerResponse { container_id: id })
+        })
+        .await
     }
     async fn start_container(
         &self,
-        _: Request<cri::StartContainerRequest>,
+        req: Request<cri::StartContainerRequest>,
     ) -> Result<Response<cri::StartContainerResponse>, Status> {
-        Err(unimplemented("StartContainer"))
+        let id = req.into_inner().container_id;
+        let frontend = self.0.clone();
+        traced("StartContainer", &id.clone(), async move {
+            frontend.container_verb("start", id, 0).await?;
+            Ok(cri::StartContainerResponse {})
+        })
+        .await
     }
     async fn stop_container(
         &self,
-        _: Request<cri::StopContainerRequest>,
+        req: Request<cri::StopContainerRequest>,
     ) -> Result<Response<cri::StopContainerResponse>, Status> {
-        Err(unimplemented("StopContainer"))
+        let req = req.into_inner();
+        let frontend = self.0.clone();
+        traced("StopContainer", &req.container_id.clone(), async move {
+            frontend
+                .container_verb("stop", req.container_id, req.timeout)
+                .await?;
+            Ok(cri::StopContainerResponse {})
+        })
+        .await
     }
     async fn remove_container(
         &self,
-        _: Request<cri::RemoveContainerRequest>,
+        req: Request<cri::RemoveContainerRequest>,
     ) -> Result<Response<cri::RemoveContainerResponse>, Status> {
-        Err(unimplemented("RemoveContainer"))
+        let id = req.into_inner().container_id;
+        let frontend = self.0.clone();
+        traced("RemoveContainer", &id.clone(), async move {
+            frontend.container_verb("remove", id, 0).await?;
+            Ok(cri::RemoveContainerResponse {})
+        })
+        .await
     }
     async fn list_containers(
         &self,
-        _: Request<cri::ListContainersRequest>,
+        req: Request<cri::ListContainersRequest>,
     ) -> Result<Response<cri::ListContainersResponse>, Status> {
-        Err(unimplemented("ListContainers"))
+        let f = req.into_inner().filter.unwrap_or_default();
+        traced("ListContainers", &f.id.clone(), async {
+            let containers = self
+                .0
+                .list_containers(&f)
+                .await?
+                .iter()
+                .map(super::container::container)
+                .collect();
+            Ok(cri::ListContainersResponse { containers })
+        })
+        .await
     }
     async fn container_status(
         &self,
-        _: Request<cri::ContainerStatusRequest>,
+        req: Request<cri::ContainerStatusRequest>,
     ) -> Result<Response<cri::ContainerStatusResponse>, Status> {
-        Err(unimplemented("ContainerStatus"))
+        let req = req.into_inner();
+        traced("ContainerStatus", &req.container_id.clone(), async {
+            self.0
+                .container_status(&req.container_id, req.verbose)
+                .await
+        })
+        .await
     }
     async fn update_container_resources(
         &self,
-        _: Request<cri::UpdateContainerResourcesRequest>,
+        req: Request<cri::UpdateContainerResourcesRequest>,
     ) -> Result<Response<cri::UpdateContainerResourcesResponse>, Status> {
-        Err(unimplemented("UpdateContainerResources"))
+        let req = req.into_inner();
+        let frontend = self.0.clone();
+        traced(
+            "UpdateContainerResources",
+            &req.container_id.clone(),
+            async move {
+                detached(async move { frontend.update_container_resources(req).await }).await?;
+                Ok(cri::UpdateContainerResourcesResponse {})
+            },
+        )
+        .await
     }
     async fn reopen_container_log(
         &self,
-        _: Request<cri::ReopenContainerLogRequest>,
+        req: Request<cri::ReopenContainerLogRequest>,
     ) -> Result<Response<cri::ReopenContainerLogResponse>, Status> {
-        Err(unimplemented("ReopenContainerLog"))
+        let id = req.into_inner().container_id;
+        traced("ReopenContainerLog", &id.clone(), async {
+            self.0.reopen_container_log(&id).await?;
+            Ok(cri::ReopenContainerLogResponse {})
+        })
+        .await
     }
     async fn exec_sync(
         &self,
-        _: Request<cri::ExecSyncRequest>,
+        req: Request<cri::ExecSyncRequest>,
     ) -> Result<Response<cri::ExecSyncResponse>, Status> {
-        Err(unimplemented("ExecSync"))
+        let req = req.into_inner();
+        traced("ExecSync", &req.container_id.clone(), async {
+            self.0.exec_sync(req).await
+        })
+        .await
     }
     async fn exec(
         &self,
@@ -586,15 +648,36 @@ impl RuntimeService for RuntimeApi {
     }
     async fn container_stats(
         &self,
-        _: Request<cri::ContainerStatsRequest>,
+        req: Request<cri::ContainerStatsRequest>,
     ) -> Result<Response<cri::ContainerStatsResponse>, Status> {
-        Err(unimplemented("ContainerStats"))
+        let id = req.into_inner().container_id;
+        traced("ContainerStats", &id.clone(), async {
+            if id.is_empty() {
+                return Err(Status::invalid_argument("container_id: must not be empty"));
+            }
+            let stats = self
+                .0
+                .container_stats(Some(&id), Default::default())
+                .await?
+                .into_iter()
+                .next()
+                .ok_or_else(|| {
+                    Status::not_found(format!("container {id} is not running or created"))
+                })?;
+            Ok(cri::ContainerStatsResponse { stats: Some(stats) })
+        })
+        .await
     }
     async fn list_container_stats(
         &self,
-        _: Request<cri::ListContainerStatsRequest>,
+        req: Request<cri::ListContainerStatsRequest>,
     ) -> Result<Response<cri::ListContainerStatsResponse>, Status> {
-        Err(unimplemented("ListContainerStats"))
+        let f = req.into_inner().filter.unwrap_or_default();
+        traced("ListContainerStats", &f.id.clone(), async {
+            let stats = self.0.container_stats(None, f).await?;
+            Ok(cri::ListContainerStatsResponse { stats })
+        })
+        .await
     }
     async fn checkpoint_container(
         &self,
@@ -611,7 +694,10 @@ impl RuntimeService for RuntimeApi {
         &self,
         _: Request<cri::GetEventsRequest>,
     ) -> Result<Response<Self::GetContainerEventsStream>, Status> {
-        Err(unimplemented("GetContainerEvents"))
+        let rx = super::container::events(self.0.clone());
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
     async fn list_metric_descriptors(
         &self,

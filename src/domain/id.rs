@@ -1,4 +1,4 @@
-//! Sandbox ids: 64 random lowercase hex characters. Anywhere an id is
+//! Sandbox and container ids: 64 random lowercase hex characters. Anywhere an id is
 //! accepted, a unique prefix of one is too (see [`resolve_prefix`]).
 
 use crate::error::{Error, Result};
@@ -7,73 +7,112 @@ use std::fmt;
 
 pub const ID_LEN: usize = 64;
 
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct SandboxId(String);
+/// What every kind of id has: sandboxes and containers are named alike,
+/// and the registry and prefix lookup serve both.
+pub trait Id:
+    Clone + Eq + Ord + std::hash::Hash + fmt::Display + fmt::Debug + Send + Sync + 'static
+{
+    /// "sandbox" or "container", for messages.
+    const KIND: &'static str;
+    /// Parse a full id (exactly 64 lowercase hex characters).
+    fn parse(s: &str) -> Result<Self>;
+    fn as_str(&self) -> &str;
+    /// The first 12 characters, as listings show them.
+    fn short(&self) -> &str {
+        &self.as_str()[..12]
+    }
+}
 
-impl SandboxId {
-    /// A new random id from the kernel's CSPRNG.
-    pub fn random() -> Self {
-        let mut bytes = [0u8; ID_LEN / 2];
-        let mut filled = 0;
-        while filled < bytes.len() {
-            // SAFETY: the pointer and length describe the unfilled part of `bytes`.
-            let n = unsafe {
-                libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
-            };
-            if n > 0 {
-                filled += n as usize;
-            } else if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                panic!("getrandom failed: {}", std::io::Error::last_os_error());
+/// One id type per kind of object, so a container id is never taken for a
+/// sandbox's.
+macro_rules! define_id {
+    ($name:ident, $kind:literal) => {
+        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            /// A new random id from the kernel's CSPRNG.
+            pub fn random() -> Self {
+                $name(random_hex())
+            }
+
+            /// Parse a full id (exactly 64 lowercase hex characters).
+            pub fn parse(s: &str) -> Result<Self> {
+                if s.len() != ID_LEN || !is_lower_hex(s) {
+                    return Err(Error::invalid(
+                        "id",
+                        format!("{s:?} is not a {} id (64 lowercase hex characters)", $kind),
+                    ));
+                }
+                Ok($name(s.to_owned()))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            /// The first 12 characters, as listings show them.
+            pub fn short(&self) -> &str {
+                &self.0[..12]
             }
         }
-        SandboxId(hex(&bytes))
-    }
 
-    /// Parse a full id (exactly 64 lowercase hex characters).
-    pub fn parse(s: &str) -> Result<Self> {
-        if s.len() != ID_LEN || !is_lower_hex(s) {
-            return Err(Error::invalid(
-                "id",
-                format!("{s:?} is not a sandbox id (64 lowercase hex characters)"),
-            ));
+        impl Id for $name {
+            const KIND: &'static str = $kind;
+            fn parse(s: &str) -> Result<Self> {
+                $name::parse(s)
+            }
+            fn as_str(&self) -> &str {
+                &self.0
+            }
         }
-        Ok(SandboxId(s.to_owned()))
-    }
 
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
+        impl TryFrom<String> for $name {
+            type Error = Error;
+            fn try_from(s: String) -> Result<Self> {
+                Self::parse(&s)
+            }
+        }
 
-    /// The first 12 characters, as `podscopectl list` shows them.
-    pub fn short(&self) -> &str {
-        &self.0[..12]
-    }
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!(stringify!($name), "({})"), self.short())
+            }
+        }
+    };
 }
 
-impl TryFrom<String> for SandboxId {
-    type Error = Error;
-    fn try_from(s: String) -> Result<Self> {
-        Self::parse(&s)
-    }
-}
+define_id!(SandboxId, "sandbox");
+define_id!(ContainerId, "container");
 
-impl From<SandboxId> for String {
-    fn from(id: SandboxId) -> String {
-        id.0
+fn random_hex() -> String {
+    let mut bytes = [0u8; ID_LEN / 2];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        // SAFETY: the pointer and length describe the unfilled part of `bytes`.
+        let n = unsafe {
+            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
+        };
+        if n > 0 {
+            filled += n as usize;
+        } else if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            panic!("getrandom failed: {}", std::io::Error::last_os_error());
+        }
     }
-}
-
-impl fmt::Display for SandboxId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for SandboxId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SandboxId({})", self.short())
-    }
+    hex(&bytes)
 }
 
 pub fn is_lower_hex(s: &str) -> bool {
@@ -93,13 +132,20 @@ fn hex(bytes: &[u8]) -> String {
 
 /// Check the shape of an id or id prefix given by a caller.
 pub fn validate_prefix(prefix: &str) -> Result<()> {
+    validate_prefix_of("sandbox", prefix)
+}
+
+/// `validate_prefix` for an id of `kind` ("sandbox", "container").
+pub fn validate_prefix_of(kind: &str, prefix: &str) -> Result<()> {
     if prefix.is_empty() {
         return Err(Error::invalid("id", "empty id"));
     }
     if prefix.len() > ID_LEN || !is_lower_hex(prefix) {
         return Err(Error::invalid(
             "id",
-            format!("{prefix:?} is not a sandbox id or id prefix (lowercase hex, at most 64 characters)"),
+            format!(
+                "{prefix:?} is not a {kind} id or id prefix (lowercase hex, at most 64 characters)"
+            ),
         ));
     }
     Ok(())
@@ -107,14 +153,14 @@ pub fn validate_prefix(prefix: &str) -> Result<()> {
 
 /// Resolve `prefix` against the sorted set of known ids. A full id is looked
 /// up directly; a shorter prefix must match exactly one id.
-pub fn resolve_prefix<'a, I>(prefix: &str, sorted_ids: I) -> Result<SandboxId>
+pub fn resolve_prefix<'a, T: Id, I>(prefix: &str, sorted_ids: I) -> Result<T>
 where
-    I: IntoIterator<Item = &'a SandboxId>,
+    I: IntoIterator<Item = &'a T>,
 {
-    validate_prefix(prefix)?;
-    let mut found: Option<&SandboxId> = None;
+    validate_prefix_of(T::KIND, prefix)?;
+    let mut found: Option<&T> = None;
     for id in sorted_ids {
-        if id.0.starts_with(prefix) {
+        if id.as_str().starts_with(prefix) {
             if let Some(first) = found {
                 return Err(Error::invalid(
                     "id",
@@ -133,7 +179,7 @@ where
     }
     found
         .cloned()
-        .ok_or_else(|| Error::not_found(format!("no sandbox with id {prefix}")))
+        .ok_or_else(|| Error::not_found(format!("no {} with id {prefix}", T::KIND)))
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
-//! Pure domain logic: ids, validated sandbox configuration, the state
+//! Pure domain logic: ids, validated sandbox and container configuration, the state
 //! machine, cgroup-parent to slice mapping and resource conversion. Nothing
 //! here touches the system, so all of it is unit-tested without root.
 
 pub mod config;
+pub mod container;
 pub mod id;
 pub mod machine;
 pub mod network;
@@ -13,7 +14,8 @@ pub mod slice;
 pub mod state;
 
 pub use config::{NamespaceMode, NetworkMode, PodKey, SandboxConfig};
-pub use id::SandboxId;
+pub use container::{Container, ContainerConfig, ContainerState};
+pub use id::{ContainerId, SandboxId};
 pub use network::{DnsConfig, PortMapping, Protocol};
 pub use resources::Resources;
 pub use sandbox::Sandbox;

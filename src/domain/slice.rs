@@ -74,6 +74,18 @@ pub fn slice_for_cgroup_parent(parent: &str, default_slice: &str) -> Result<Stri
     Ok(name)
 }
 
+/// A pod's own slice inside `default_slice` (`podscope.slice` →
+/// `podscope-<id>.slice`, its child by systemd's naming): the pod's scope
+/// and its containers' units share it.
+pub fn pod_slice(default_slice: &str, id: &str) -> Result<String> {
+    let stem = default_slice
+        .strip_suffix(".slice")
+        .unwrap_or(default_slice);
+    let name = format!("{stem}-{id}.slice");
+    validate_slice_name(&name)?;
+    Ok(name)
+}
+
 /// A valid, non-root systemd slice name: `[A-Za-z0-9:_.\-]+.slice` with
 /// dashes only as hierarchy separators.
 /// The cgroup path systemd gives a slice: each `-` is a level
@@ -147,6 +159,23 @@ mod tests {
     #[test]
     fn empty_is_default() {
         assert_eq!(slice_for_cgroup_parent("", D).unwrap(), D);
+    }
+
+    #[test]
+    fn a_pod_without_a_parent_gets_a_slice_of_its_own_in_the_default() {
+        let id = "ab".repeat(32);
+        let s = pod_slice(D, &id).unwrap();
+        assert_eq!(s, format!("podscope-{id}.slice"));
+        assert_eq!(
+            slice_cgroup_path(&s),
+            format!("/podscope.slice/podscope-{id}.slice")
+        );
+        let deep = pod_slice("a-b.slice", &id).unwrap();
+        assert_eq!(
+            slice_cgroup_path(&deep),
+            format!("/a.slice/a-b.slice/a-b-{id}.slice")
+        );
+        assert!(pod_slice(&format!("{}.slice", "x".repeat(200)), &id).is_err());
     }
 
     #[test]

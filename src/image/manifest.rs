@@ -209,11 +209,30 @@ pub struct ImageConfig {
     pub rootfs: RootFs,
 }
 
+/// What the image says about running it (its config's `config`).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct RunConfig {
     #[serde(default)]
     pub user: Option<String>,
+    /// `null` and absent are both "none".
+    #[serde(default, deserialize_with = "null_is_empty")]
+    pub entrypoint: Vec<String>,
+    #[serde(default, deserialize_with = "null_is_empty")]
+    pub cmd: Vec<String>,
+    #[serde(default, deserialize_with = "null_is_empty")]
+    pub env: Vec<String>,
+    #[serde(default)]
+    pub working_dir: Option<String>,
+    /// A signal name ("SIGQUIT", "QUIT") or number ("3").
+    #[serde(default)]
+    pub stop_signal: Option<String>,
+}
+
+fn null_is_empty<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Vec<String>, D::Error> {
+    Ok(Option::<Vec<String>>::deserialize(d)?.unwrap_or_default())
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

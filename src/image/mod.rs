@@ -62,6 +62,8 @@ pub struct Images {
     /// Pulls hold it shared; garbage collection alone, so it never takes
     /// a layer a pull has fetched but not yet recorded.
     gc_lock: tokio::sync::RwLock<()>,
+    /// Layers containers use, by container: kept by every collection.
+    held: Mutex<HashMap<String, Vec<Digest>>>,
 }
 
 /// CRI's ImageFsInfo, for the store's filesystem.
@@ -81,6 +83,7 @@ impl Images {
             client: client::RegistryClient::new(&settings.timeouts)?,
             settings,
             layer_locks: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
             gc_lock: tokio::sync::RwLock::new(()),
         }))
     }
@@ -116,6 +119,20 @@ impl Images {
             .ok_or_else(|| Error::not_found(format!("image {name:?} is not in the store")))
     }
 
+    /// How the image says to run it, from its config blob.
+    pub fn run_config(&self, rec: &ImageRecord) -> Result<manifest::RunConfig> {
+        let body = self.store.read_blob(&rec.id).ok_or_else(|| {
+            Error::internal(format!(
+                "image {}: its config blob is missing from the store",
+                rec.id
+            ))
+        })?;
+        Ok(manifest::parse_config(&body)
+            .map_err(|e| e.context(format!("image {}", rec.id)))?
+            .config
+            .unwrap_or_default())
+    }
+
     /// Remove the image a caller names; its layers go in the garbage
     /// collection that follows, unless another image (or, later, a
     /// container) uses them.
@@ -135,12 +152,31 @@ impl Images {
         Ok(rec)
     }
 
-    /// Delete what no image uses, after the pulls in flight.
+    /// Keep `layers` (chain ids) while `holder` (a container) uses them,
+    /// whatever happens to the images that brought them.
+    pub fn hold_layers(&self, holder: &str, layers: Vec<Digest>) {
+        self.held.lock().unwrap().insert(holder.to_owned(), layers);
+    }
+
+    /// `holder` is gone: its layers go in the next collection unless an
+    /// image or another container still uses them.
+    pub fn release_layers(&self, holder: &str) -> bool {
+        self.held.lock().unwrap().remove(holder).is_some()
+    }
+
+    /// Delete what no image or container uses, after the pulls in flight.
     pub async fn collect_garbage(self: &Arc<Self>) {
         let _alone = self.gc_lock.write().await;
         let this = Arc::clone(self);
-        let r =
-            tokio::task::spawn_blocking(move || this.store.collect_garbage(&HashSet::new())).await;
+        let keep: HashSet<Digest> = self
+            .held
+            .lock()
+            .unwrap()
+            .values()
+            .flatten()
+            .cloned()
+            .collect();
+        let r = tokio::task::spawn_blocking(move || this.store.collect_garbage(&keep)).await;
         match r {
             Ok(Ok(c)) if c.layers + c.blobs > 0 => {
                 tracing::info!(

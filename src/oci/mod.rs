@@ -1,3 +1,9 @@
 //! The OCI runtime spec (config.json) that containers run with: its types
 //! and the defaults podscope fills in. Pure: nothing here touches the
 //! system.
+
+pub mod caps;
+pub mod defaults;
+pub mod seccomp;
+pub mod spec;
+pub mod user;

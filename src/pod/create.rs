@@ -15,15 +15,21 @@ impl<S: SystemdClient> Pods<S> {
                 "runtime_handler",
                 format!(
                     "unknown runtime handler {:?} (configured: {:?})",
-                    config.runtime_handler, self.settings.runtime_handlers
+                    config.runtime_handler,
+                    self.settings.runtimes.keys().cloned().collect::<Vec<_>>()
                 ),
             ));
         }
-        let slice =
-            slice::slice_for_cgroup_parent(&config.cgroup_parent, &self.settings.default_slice)?;
+        // The pod is a slice: kubelet's (its cgroup parent), else one of
+        // its own in the default slice, holding its scope and containers.
+        let id = SandboxId::random();
+        let slice = match config.cgroup_parent.as_str() {
+            "" => slice::pod_slice(&self.settings.default_slice, id.as_str())?,
+            parent => slice::slice_for_cgroup_parent(parent, &self.settings.default_slice)?,
+        };
         let key = config.key();
         self.registry.reserve(&key)?;
-        let mut sandbox = Sandbox::new(SandboxId::random(), config, slice, now_usec());
+        let mut sandbox = Sandbox::new(id, config, slice, now_usec());
         let id = sandbox.id.clone();
         let pod = format!("{}/{}", key.namespace, key.name);
         if let Err(e) = self.store.save(&sandbox) {

@@ -1,5 +1,8 @@
-//! The files a pod's containers will bind-mount: `resolv.conf` and
-//! `hostname`, under `<run_dir>/sandboxes/<id>/`.
+//! The files a pod's containers bind-mount, under
+//! `<run_dir>/sandboxes/<id>/`: `resolv.conf`, `hostname` and `hosts`
+//! (unless kubelet brings its own /etc/hosts), and `shm/`, where the pod's
+//! /dev/shm is mounted once it has a container. The init's `init.sock`
+//! lives there too.
 
 use crate::domain::{NetworkMode, Sandbox, SandboxId};
 use crate::error::{IoResultExt, Result};
@@ -44,7 +47,37 @@ pub fn pod_hostname(sb: &Sandbox) -> String {
     }
 }
 
-/// Write both files; returns (resolv.conf path, hostname path).
+/// The pod's /etc/hosts.
+pub fn hosts_path(run_dir: &Path, id: &SandboxId) -> PathBuf {
+    dir_of(run_dir, id).join("hosts")
+}
+
+/// Where the pod's /dev/shm (a tmpfs) is mounted.
+pub fn shm_path(run_dir: &Path, id: &SandboxId) -> PathBuf {
+    dir_of(run_dir, id).join("shm")
+}
+
+/// The /etc/hosts a pod gets when kubelet gives none: localhost, and the
+/// pod's own name on its first address; a host-network pod gets the
+/// host's.
+fn hosts_text(sb: &Sandbox) -> Result<String> {
+    if sb.config.network == NetworkMode::Host {
+        return match std::fs::read_to_string("/etc/hosts") {
+            Ok(t) => Ok(t),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+            Err(e) => Err(crate::Error::io("read /etc/hosts", e)),
+        };
+    }
+    let mut t = String::from(
+        "# The pod's hosts file (podscope).\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n",
+    );
+    if let Some(ip) = sb.network.ips.first() {
+        t.push_str(&format!("{ip}\t{}\n", pod_hostname(sb)));
+    }
+    Ok(t)
+}
+
+/// Write the files; returns (resolv.conf path, hostname path).
 pub fn write(run_dir: &Path, sb: &Sandbox) -> Result<(String, String)> {
     let dir = dir_of(run_dir, &sb.id);
     let ctx = |what: &Path| format!("write {}", what.display());
@@ -63,13 +96,16 @@ pub fn write(run_dir: &Path, sb: &Sandbox) -> Result<(String, String)> {
     std::fs::write(&resolv, text).io_context(ctx(&resolv))?;
     let hostname = dir.join("hostname");
     std::fs::write(&hostname, format!("{}\n", pod_hostname(sb))).io_context(ctx(&hostname))?;
+    let hosts = hosts_path(run_dir, &sb.id);
+    std::fs::write(&hosts, hosts_text(sb)?).io_context(ctx(&hosts))?;
     Ok((resolv.display().to_string(), hostname.display().to_string()))
 }
 
-/// Remove the pod's files; gone already is fine.
+/// Remove the pod's files; gone already is fine. A /dev/shm still mounted
+/// fails it (nothing is deleted through a mount).
 pub fn remove(run_dir: &Path, id: &SandboxId) -> Result<()> {
     let dir = dir_of(run_dir, id);
-    match std::fs::remove_dir_all(&dir) {
+    match crate::store::remove_tree_on_one_fs(&dir) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             Err(crate::Error::io(format!("remove {}", dir.display()), e))
         }
@@ -103,6 +139,12 @@ mod tests {
             .unwrap()
             .contains("nameserver 10.96.0.10\n"));
         assert_eq!(std::fs::read_to_string(&h).unwrap(), "web-0\n");
+        let hosts = std::fs::read_to_string(hosts_path(&run, &sb.id)).unwrap();
+        assert!(hosts.contains("127.0.0.1\tlocalhost\n"), "{hosts}");
+        sb.network.ips = vec!["10.88.0.5".into()];
+        write(&run, &sb).unwrap();
+        let hosts = std::fs::read_to_string(hosts_path(&run, &sb.id)).unwrap();
+        assert!(hosts.ends_with("10.88.0.5\tweb-0\n"), "{hosts}");
         sb.config.hostname = "custom".into();
         assert_eq!(pod_hostname(&sb), "custom");
         sb.config.name = format!("{}-", "a".repeat(62));

@@ -99,10 +99,18 @@ pub fn init_args(sb: &Sandbox) -> Vec<String> {
     args
 }
 
-/// Start the init for `sb`.
-pub async fn spawn_init(init_path: &Path, sb: &Sandbox, timeout: Duration) -> Result<Init> {
+/// Start the init for `sb`; it holds descriptors for the daemon on
+/// `hold_socket` (see `holder`).
+pub async fn spawn_init(
+    init_path: &Path,
+    sb: &Sandbox,
+    hold_socket: &Path,
+    timeout: Duration,
+) -> Result<Init> {
     let mut cmd = tokio::process::Command::new(init_path);
     cmd.args(init_args(sb))
+        .arg("--hold-socket")
+        .arg(hold_socket)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

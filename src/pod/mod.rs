@@ -13,6 +13,7 @@
 
 mod create;
 pub mod files;
+pub mod holder;
 pub mod init_spawn;
 pub mod machined;
 mod network;
@@ -53,6 +54,10 @@ pub enum Event {
     Created(SandboxId),
     Changed(SandboxId),
     Removed(SandboxId),
+    ContainerCreated(crate::domain::ContainerId),
+    ContainerChanged(crate::domain::ContainerId),
+    /// A removed container and its pod.
+    ContainerRemoved(crate::domain::ContainerId, SandboxId),
 }
 
 /// Filters for `list`; all given ones must match.
@@ -86,6 +91,17 @@ impl ListFilter {
 /// How a sandbox left READY: what Wait returns (the wire's own type).
 pub use crate::api::Exit;
 
+/// What lives in a pod and must go before it: its containers. The pod's
+/// Stop stops them first, its Remove removes them; both run with the pod's
+/// gate (`Entry::members`) held exclusively.
+pub trait Members: Send + Sync + 'static {
+    fn stop_all<'a>(&'a self, pod: &'a Sandbox) -> futures_util::future::BoxFuture<'a, Result<()>>;
+    fn remove_all<'a>(
+        &'a self,
+        pod: &'a Sandbox,
+    ) -> futures_util::future::BoxFuture<'a, Result<()>>;
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct RecoveryReport {
     pub recovered: usize,
@@ -117,6 +133,8 @@ pub struct Pods<S = Systemd> {
     /// ADDs hold it shared, GC exclusively: GC must never see an attachment
     /// whose ADD is in flight as invalid.
     gc_lock: tokio::sync::RwLock<()>,
+    /// The pods' containers, once the container side is up.
+    members: std::sync::OnceLock<Arc<dyn Members>>,
 }
 
 fn is_active(state: &str) -> bool {
@@ -144,7 +162,33 @@ impl<S: SystemdClient> Pods<S> {
             registry: Registry::default(),
             events,
             recovery: Mutex::new(RecoveryReport::default()),
+            members: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Who stops and removes the pods' containers.
+    pub fn set_members(&self, m: Arc<dyn Members>) {
+        let _ = self.members.set(m);
+    }
+
+    async fn stop_members(&self, sb: &Sandbox) -> Result<()> {
+        match self.members.get() {
+            Some(m) => m
+                .stop_all(sb)
+                .await
+                .map_err(|e| e.context(format!("sandbox {}: stop its containers", sb.id))),
+            None => Ok(()),
+        }
+    }
+
+    async fn remove_members(&self, sb: &Sandbox) -> Result<()> {
+        match self.members.get() {
+            Some(m) => m
+                .remove_all(sb)
+                .await
+                .map_err(|e| e.context(format!("sandbox {}: remove its containers", sb.id))),
+            None => Ok(()),
+        }
     }
 
     /// Serve the netns handoff socket. Only the daemon that owns the bus

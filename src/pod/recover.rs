@@ -47,14 +47,14 @@ impl<S: SystemdClient> Pods<S> {
         let units = self.systemd.list_units("podscope-*.scope").await?;
         let netns_units = self.systemd.list_units("podscope-netns@*.service").await?;
         let mut report = RecoveryReport {
-            recovered: recovered.sandboxes.len(),
+            recovered: recovered.records.len(),
             quarantined: recovered.quarantined.clone(),
             incomplete: recovered.incomplete.len(),
             ..Default::default()
         };
         let mut known = std::collections::HashSet::new();
         let mut known_netns = std::collections::HashSet::new();
-        for mut sb in recovered.sandboxes {
+        for mut sb in recovered.records {
             let unit = sb.unit();
             known.insert(unit.clone());
             let netns = sb.netns_unit();

@@ -1,4 +1,5 @@
-//! Remove: stop if needed, then delete all state.
+//! Remove: stop if needed (containers first), remove the containers, then
+//! delete all state.
 
 use super::*;
 
@@ -10,6 +11,8 @@ impl<S: SystemdClient> Pods<S> {
             return Err(Error::not_found(format!("no sandbox with id {}", entry.id)));
         }
         let id = entry.id.clone();
+        let _gate = entry.members.write().await;
+        self.stop_members(&entry.snapshot()).await?;
         match self.stop_locked(entry, "").await {
             Ok(()) => {}
             // Plugins missing or failing must not make a pod unremovable:
@@ -21,6 +24,7 @@ impl<S: SystemdClient> Pods<S> {
             }
             Err(e) => return Err(e),
         }
+        self.remove_members(&entry.snapshot()).await?;
         failpoint::hit(failpoint::REMOVE_STOPPED);
         // The files before the record: a crash in between leaves a record
         // (Remove is retried), never files that nothing owns.

@@ -85,9 +85,11 @@ impl<S: SystemdClient> Pods<S> {
         }
         timings.network = laps.lap();
         failpoint::hit(failpoint::START_NETWORK_READY);
+        let hold_socket = holder::socket_path(&files::dir_of(&self.settings.run_dir, &next.id));
         let init = init_spawn::spawn_init(
             &self.settings.init_path,
             &next,
+            &hold_socket,
             self.settings.start_timeout(),
         )
         .await

@@ -3,12 +3,14 @@
 use super::*;
 
 impl<S: SystemdClient> Pods<S> {
-    /// Stop the scope: NotReady. Idempotent.
+    /// Stop the pod's containers, then its scope: NotReady. Idempotent.
     pub async fn stop(&self, entry: &Arc<Entry>) -> Result<Arc<Entry>> {
         let _op = entry.op.lock().await;
         if entry.is_removed() {
             return Err(Error::not_found(format!("no sandbox with id {}", entry.id)));
         }
+        let _gate = entry.members.write().await;
+        self.stop_members(&entry.snapshot()).await?;
         self.stop_locked(entry, "").await?;
         Ok(entry.clone())
     }

@@ -4,137 +4,9 @@
 
 use super::*;
 use crate::domain::NetworkMode;
+use crate::systemd::fake::FakeSystemd;
 use std::collections::HashSet;
-use std::future::Future;
 use std::path::PathBuf;
-use std::time::Duration;
-
-/// Records every call ("start <unit>", "stop <unit>", ...); units it
-/// started are "active". A call starting with a prefix in `fail` fails with
-/// that kind, the first `times` times (0: always).
-#[derive(Default)]
-struct FakeSystemd {
-    units: Mutex<HashMap<String, String>>,
-    calls: Mutex<Vec<String>>,
-    fail: Mutex<Vec<(String, ErrorKind, usize)>>,
-    /// StopUnit calls in flight now, and the most there ever were.
-    stopping: std::sync::atomic::AtomicUsize,
-    most_stopping: std::sync::atomic::AtomicUsize,
-}
-
-impl FakeSystemd {
-    fn call(&self, what: String) -> Result<()> {
-        self.calls.lock().unwrap().push(what.clone());
-        let mut fail = self.fail.lock().unwrap();
-        let Some(i) = fail
-            .iter()
-            .position(|(p, _, _)| what.starts_with(p.as_str()))
-        else {
-            return Ok(());
-        };
-        let kind = fail[i].1;
-        match fail[i].2 {
-            0 => {}
-            1 => drop(fail.remove(i)),
-            _ => fail[i].2 -= 1,
-        }
-        Err(Error::new(kind, format!("{what}: refused by the test")))
-    }
-    fn fail(&self, prefix: &str, kind: ErrorKind, times: usize) {
-        self.fail
-            .lock()
-            .unwrap()
-            .push((prefix.to_owned(), kind, times));
-    }
-    fn set_active(&self, unit: &str) {
-        self.units
-            .lock()
-            .unwrap()
-            .insert(unit.to_owned(), "active".to_owned());
-    }
-    fn calls(&self) -> Vec<String> {
-        self.calls.lock().unwrap().clone()
-    }
-}
-
-/// `pattern` is `prefix*suffix`, as the lifecycle's patterns are.
-fn glob(pattern: &str, name: &str) -> bool {
-    let (pre, suf) = pattern.split_once('*').unwrap_or((pattern, ""));
-    name.starts_with(pre) && name.ends_with(suf) && name.len() >= pre.len() + suf.len()
-}
-
-impl SystemdClient for Arc<FakeSystemd> {
-    fn start_transient(
-        &self,
-        unit: &str,
-        _props: Vec<(&'static str, Prop)>,
-        _timeout: Duration,
-    ) -> impl Future<Output = Result<()>> + Send {
-        let r = self.call(format!("transient {unit}"));
-        if r.is_ok() {
-            self.set_active(unit);
-        }
-        std::future::ready(r)
-    }
-    fn set_properties(
-        &self,
-        unit: &str,
-        props: Vec<(&'static str, Prop)>,
-    ) -> impl Future<Output = Result<()>> + Send {
-        let keys: Vec<&str> = props.iter().map(|(k, _)| *k).collect();
-        std::future::ready(self.call(format!("set {unit} {}", keys.join(","))))
-    }
-    fn start_unit(
-        &self,
-        unit: &str,
-        _timeout: Duration,
-    ) -> impl Future<Output = Result<()>> + Send {
-        let r = self.call(format!("start {unit}"));
-        if r.is_ok() {
-            self.set_active(unit);
-        }
-        std::future::ready(r)
-    }
-    fn stop_unit(&self, unit: &str, _timeout: Duration) -> impl Future<Output = Result<()>> + Send {
-        use std::sync::atomic::Ordering::SeqCst;
-        let (this, unit) = (self.clone(), unit.to_owned());
-        async move {
-            // A stop takes a while: callers that do not wait for one before
-            // the next show up here as overlapping calls.
-            let now = this.stopping.fetch_add(1, SeqCst) + 1;
-            this.most_stopping.fetch_max(now, SeqCst);
-            for _ in 0..3 {
-                tokio::task::yield_now().await;
-            }
-            this.stopping.fetch_sub(1, SeqCst);
-            let r = this.call(format!("stop {unit}"));
-            if r.is_ok() {
-                this.units.lock().unwrap().remove(&unit);
-            }
-            r
-        }
-    }
-    fn kill_unit(&self, unit: &str, signal: i32) -> impl Future<Output = Result<()>> + Send {
-        std::future::ready(self.call(format!("kill {unit} {signal}")))
-    }
-    fn active_state(&self, unit: &str) -> impl Future<Output = Result<Option<String>>> + Send {
-        std::future::ready(Ok(self.units.lock().unwrap().get(unit).cloned()))
-    }
-    fn list_units(
-        &self,
-        pattern: &str,
-    ) -> impl Future<Output = Result<HashMap<String, String>>> + Send {
-        let units = self.units.lock().unwrap();
-        std::future::ready(Ok(units
-            .iter()
-            .filter(|(u, _)| glob(pattern, u))
-            .map(|(u, s)| (u.clone(), s.clone()))
-            .collect()))
-    }
-    fn connection_lost(&self) -> impl Future<Output = ()> + Send {
-        std::future::pending()
-    }
-}
 
 struct Rig {
     lc: Pods<Arc<FakeSystemd>>,
@@ -248,7 +120,7 @@ async fn recovery_finishes_what_was_cut_short_and_stops_orphans() {
     assert_eq!(got.state, State::NotReady);
     assert!(got.reason.contains("not running"), "{}", got.reason);
     let on_disk = r.store.recover().unwrap();
-    let saved = on_disk.sandboxes.iter().find(|s| s.id == dead.id).unwrap();
+    let saved = on_disk.records.iter().find(|s| s.id == dead.id).unwrap();
     assert_eq!(saved.state, State::NotReady);
     assert_eq!(r.lc.get(&alive.id).unwrap().with(|s| s.state), State::Ready);
 }
@@ -268,7 +140,7 @@ async fn a_netns_unit_that_fails_to_start_rolls_create_back() {
     // Nothing is left: no record, no checkpoint, no pod files, the unit
     // stopped, and the name free again.
     assert_eq!(r.lc.count(), 0);
-    assert!(r.store.recover().unwrap().sandboxes.is_empty());
+    assert!(r.store.recover().unwrap().records.is_empty());
     let run = std::fs::read_dir(r.dir.join("run/sandboxes"))
         .map(|d| d.count())
         .unwrap_or(0);
@@ -296,7 +168,7 @@ async fn a_netns_unit_that_fails_to_start_rolls_create_back() {
         .await
         .unwrap();
     assert_eq!(entry.with(|s| s.state), State::Created);
-    assert_eq!(r.store.recover().unwrap().sandboxes.len(), 1);
+    assert_eq!(r.store.recover().unwrap().records.len(), 1);
 }
 
 #[tokio::test]
@@ -310,7 +182,7 @@ async fn stop_records_not_ready_and_a_failed_scope_stop_changes_nothing() {
     let e = r.lc.stop(&r.entry(&sb)).await.unwrap_err();
     assert!(e.to_string().contains("stop scope"), "{e}");
     assert_eq!(r.lc.get(&sb.id).unwrap().with(|s| s.state), State::Ready);
-    assert_eq!(r.store.recover().unwrap().sandboxes[0].state, State::Ready);
+    assert_eq!(r.store.recover().unwrap().records[0].state, State::Ready);
     // A scope that does not stop in time is killed, then stopped.
     r.systemd
         .fail(&format!("stop {scope}"), ErrorKind::Timeout, 1);
@@ -337,10 +209,7 @@ async fn stop_records_not_ready_and_a_failed_scope_stop_changes_nothing() {
         (State::NotReady, 0, "")
     );
     assert!(got.finished_at > 0);
-    assert_eq!(
-        r.store.recover().unwrap().sandboxes[0].state,
-        State::NotReady
-    );
+    assert_eq!(r.store.recover().unwrap().records[0].state, State::NotReady);
     assert!(matches!(r.events.try_recv(), Ok(Event::Changed(id)) if id == sb.id));
     // Idempotent: nothing more is asked of systemd.
     let n = r.systemd.calls().len();
@@ -377,6 +246,7 @@ async fn a_scope_gone_outside_podscope_makes_the_pod_not_ready() {
     let event = |state: Option<&str>| UnitEvent {
         unit: sb.unit(),
         active_state: state.map(str::to_owned),
+        sub_state: None,
     };
     r.lc.on_unit_event(event(Some("deactivating"))).await;
     assert_eq!(r.lc.get(&sb.id).unwrap().with(|s| s.state), State::Ready);
@@ -465,7 +335,7 @@ async fn a_removed_sandbox_is_never_written_back() {
     let mut late = sb.clone();
     late.network_detached();
     r.lc.persist(&entry, late).unwrap();
-    assert!(r.store.recover().unwrap().sandboxes.is_empty());
+    assert!(r.store.recover().unwrap().records.is_empty());
     assert!(r.lc.get(&sb.id).is_none());
 }
 

@@ -3,7 +3,7 @@
 //! a fake that records calls and fails on cue, so rollback and recovery
 //! paths are tested without root or a bus.
 
-use super::{Prop, Systemd};
+use super::{Prop, ServiceStatus, Systemd};
 use crate::error::Result;
 use std::collections::HashMap;
 use std::future::Future;
@@ -29,6 +29,17 @@ pub trait SystemdClient: Send + Sync + 'static {
     fn stop_unit(&self, unit: &str, timeout: Duration) -> impl Future<Output = Result<()>> + Send;
     /// KillUnit (all processes).
     fn kill_unit(&self, unit: &str, signal: i32) -> impl Future<Output = Result<()>> + Send;
+    /// KillUnit (the main process only).
+    fn kill_main(&self, unit: &str, signal: i32) -> impl Future<Output = Result<()>> + Send;
+    /// UnrefUnit (the reference AddRef= took); failures are only logged.
+    fn unref(&self, unit: &str) -> impl Future<Output = ()> + Send;
+    /// ResetFailedUnit; unknown units are fine.
+    fn reset_failed(&self, unit: &str) -> impl Future<Output = Result<()>> + Send;
+    /// A service's state and exit status; None when systemd does not know it.
+    fn service_status(
+        &self,
+        unit: &str,
+    ) -> impl Future<Output = Result<Option<ServiceStatus>>> + Send;
     /// The unit's ActiveState; None when systemd does not know it.
     fn active_state(&self, unit: &str) -> impl Future<Output = Result<Option<String>>> + Send;
     /// Loaded units matching `pattern`, with their ActiveState.
@@ -64,6 +75,21 @@ impl SystemdClient for Systemd {
     }
     fn kill_unit(&self, unit: &str, signal: i32) -> impl Future<Output = Result<()>> + Send {
         Systemd::kill_unit(self, unit, signal)
+    }
+    fn kill_main(&self, unit: &str, signal: i32) -> impl Future<Output = Result<()>> + Send {
+        Systemd::kill_main(self, unit, signal)
+    }
+    fn reset_failed(&self, unit: &str) -> impl Future<Output = Result<()>> + Send {
+        Systemd::reset_failed(self, unit)
+    }
+    fn unref(&self, unit: &str) -> impl Future<Output = ()> + Send {
+        Systemd::unref(self, unit)
+    }
+    fn service_status(
+        &self,
+        unit: &str,
+    ) -> impl Future<Output = Result<Option<ServiceStatus>>> + Send {
+        Systemd::service_status(self, unit)
     }
     fn active_state(&self, unit: &str) -> impl Future<Output = Result<Option<String>>> + Send {
         Systemd::active_state(self, unit)

@@ -5,6 +5,8 @@
 //! units into [`UnitEvent`]s for the lifecycle to reconcile.
 
 pub mod client;
+#[cfg(test)]
+pub(crate) mod fake;
 pub mod jobs;
 pub mod unit_path;
 
@@ -26,12 +28,59 @@ const NO_SUCH_UNIT: &str = "org.freedesktop.systemd1.NoSuchUnit";
 /// Only units with this prefix are tracked.
 const UNIT_PREFIX: &str = "podscope-";
 
-/// Something happened to a `podscope-*` unit: its ActiveState changed
-/// (`Some`) or systemd dropped it (`None`).
+/// Something happened to a `podscope-*` unit: its ActiveState or SubState
+/// changed (`Some`) or systemd dropped it (`None`).
 #[derive(Debug, Clone)]
 pub struct UnitEvent {
     pub unit: String,
     pub active_state: Option<String>,
+    /// The SubState when the signal carried it (a service whose main
+    /// process exited stays "active" with RemainAfterExit=, "exited").
+    pub sub_state: Option<String>,
+}
+
+/// A service's state and how its main process ended, as systemd reports
+/// them (`ExecMain*` of org.freedesktop.systemd1.Service).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceStatus {
+    pub active_state: String,
+    pub sub_state: String,
+    /// "success", "exit-code", "signal", "oom-kill", "timeout", ...
+    pub result: String,
+    pub main_pid: u32,
+    /// CLD_EXITED (1), CLD_KILLED (2), CLD_DUMPED (3); 0 while it runs.
+    pub exec_main_code: i32,
+    /// The exit status, or the signal for CLD_KILLED/CLD_DUMPED.
+    pub exec_main_status: i32,
+    /// µs since the epoch; 0 while it runs.
+    pub exec_main_start_usec: u64,
+    pub exec_main_exit_usec: u64,
+}
+
+impl ServiceStatus {
+    /// Whether the main process has ended (or never ran).
+    pub fn main_exited(&self) -> bool {
+        self.exec_main_code != 0
+            || matches!(self.sub_state.as_str(), "exited" | "failed" | "dead")
+            || matches!(self.active_state.as_str(), "inactive" | "failed")
+    }
+
+    /// The exit code as a shell reports it: the status, or 128 + signal.
+    pub fn exit_code(&self) -> i32 {
+        match self.exec_main_code {
+            2 | 3 => 128 + self.exec_main_status,
+            _ => self.exec_main_status,
+        }
+    }
+}
+
+/// One `ExecStart=`-style command line: the binary, its argv (argv[0]
+/// included) and whether a failure is ignored (systemd's `-` prefix).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecCommand {
+    pub path: String,
+    pub argv: Vec<String>,
+    pub ignore_failure: bool,
 }
 
 #[derive(Clone)]
@@ -42,32 +91,87 @@ pub struct Systemd {
     lost: Arc<Notify>,
 }
 
-/// A scope property value: systemd's transient-unit properties come in a few
-/// D-Bus types; this keeps callers free of zvariant.
-#[derive(Debug, Clone, PartialEq)]
+/// A unit property value: systemd's transient-unit properties come in a
+/// few D-Bus types; this keeps callers free of zvariant.
+#[derive(Debug, Clone)]
 pub enum Prop {
     Str(String),
     U64(u64),
+    I32(i32),
     Bool(bool),
     Pids(Vec<u32>),
     Strs(Vec<String>),
+    /// `ay`: AllowedCPUs= and AllowedMemoryNodes= as bit masks.
+    Bytes(Vec<u8>),
+    /// `a(ss)`: DeviceAllow= (path, permissions), Environment-like pairs.
+    Pairs(Vec<(String, String)>),
+    /// `a(sasb)`: ExecStart=, ExecStopPost=.
+    Exec(Vec<ExecCommand>),
+    /// `h`: StandardOutputFileDescriptor= and the like. Shared so a
+    /// property list can be cloned; systemd gets its own duplicate.
+    Fd(std::sync::Arc<std::os::fd::OwnedFd>),
+}
+
+impl PartialEq for Prop {
+    fn eq(&self, other: &Prop) -> bool {
+        use std::os::fd::AsRawFd;
+        match (self, other) {
+            (Prop::Str(a), Prop::Str(b)) => a == b,
+            (Prop::U64(a), Prop::U64(b)) => a == b,
+            (Prop::I32(a), Prop::I32(b)) => a == b,
+            (Prop::Bool(a), Prop::Bool(b)) => a == b,
+            (Prop::Pids(a), Prop::Pids(b)) => a == b,
+            (Prop::Strs(a), Prop::Strs(b)) => a == b,
+            (Prop::Bytes(a), Prop::Bytes(b)) => a == b,
+            (Prop::Pairs(a), Prop::Pairs(b)) => a == b,
+            (Prop::Exec(a), Prop::Exec(b)) => a == b,
+            (Prop::Fd(a), Prop::Fd(b)) => a.as_raw_fd() == b.as_raw_fd(),
+            _ => false,
+        }
+    }
 }
 
 impl Prop {
-    fn into_value(self) -> OwnedValue {
+    fn into_value(self) -> zbus::Result<OwnedValue> {
+        use std::os::fd::AsFd;
         let v = match self {
             Prop::Str(s) => Value::from(s),
             Prop::U64(n) => Value::from(n),
+            Prop::I32(n) => Value::from(n),
             Prop::Bool(b) => Value::from(b),
             Prop::Pids(p) => Value::from(p),
             Prop::Strs(s) => Value::from(s),
+            Prop::Bytes(b) => Value::from(b),
+            Prop::Pairs(p) => Value::from(p),
+            Prop::Exec(cmds) => Value::from(
+                cmds.into_iter()
+                    .map(|c| (c.path, c.argv, c.ignore_failure))
+                    .collect::<Vec<_>>(),
+            ),
+            // Duplicated here: the message owns its copy.
+            Prop::Fd(fd) => {
+                return Ok(Value::from(zbus::zvariant::Fd::from(fd.as_fd())).try_to_owned()?)
+            }
         };
-        v.try_to_owned().expect("plain values have no fds")
+        Ok(v.try_into_owned()?)
     }
+}
+
+fn props_to_values(props: Vec<(&str, Prop)>) -> zbus::Result<Vec<(String, OwnedValue)>> {
+    props
+        .into_iter()
+        .map(|(k, v)| Ok((k.to_owned(), v.into_value()?)))
+        .collect()
 }
 
 fn is_no_such_unit(e: &zbus::Error) -> bool {
     matches!(e, zbus::Error::MethodError(name, _, _) if name.as_str() == NO_SUCH_UNIT)
+}
+
+/// A unit's object vanished between GetUnit and a call on it.
+fn is_unknown_object(e: &zbus::Error) -> bool {
+    matches!(e, zbus::Error::MethodError(name, _, _)
+        if matches!(name.as_str(), "org.freedesktop.DBus.Error.UnknownObject" | "org.freedesktop.DBus.Error.UnknownMethod" | "org.freedesktop.DBus.Error.UnknownInterface"))
 }
 
 fn bus_err(step: &str, e: zbus::Error) -> Error {
@@ -153,10 +257,8 @@ impl Systemd {
         props: Vec<(&str, Prop)>,
         timeout: Duration,
     ) -> Result<()> {
-        let props: Vec<(String, OwnedValue)> = props
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.into_value()))
-            .collect();
+        let props = props_to_values(props)
+            .map_err(|e| bus_err(&format!("StartTransientUnit {unit}: properties"), e))?;
         let job = self
             .manager
             .start_transient_unit(unit.to_owned(), "fail".into(), props, vec![])
@@ -168,10 +270,8 @@ impl Systemd {
     /// Change a running unit's properties (not persisted by systemd: the
     /// unit is transient and podscope keeps its own record).
     pub async fn set_properties(&self, unit: &str, props: Vec<(&str, Prop)>) -> Result<()> {
-        let props: Vec<(String, OwnedValue)> = props
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.into_value()))
-            .collect();
+        let props = props_to_values(props)
+            .map_err(|e| bus_err(&format!("SetUnitProperties {unit}: properties"), e))?;
         self.manager
             .set_unit_properties(unit.to_owned(), true, props)
             .await
@@ -204,15 +304,116 @@ impl Systemd {
     }
 
     pub async fn kill_unit(&self, unit: &str, signal: i32) -> Result<()> {
+        self.kill(unit, "all", signal).await
+    }
+
+    /// Signal the unit's main process only.
+    pub async fn kill_main(&self, unit: &str, signal: i32) -> Result<()> {
+        self.kill(unit, "main", signal).await
+    }
+
+    async fn kill(&self, unit: &str, whom: &str, signal: i32) -> Result<()> {
         match self
             .manager
-            .kill_unit(unit.to_owned(), "all".into(), signal)
+            .kill_unit(unit.to_owned(), whom.into(), signal)
             .await
         {
             Ok(()) => Ok(()),
             Err(e) if is_no_such_unit(&e) => Ok(()),
+            // No main process (it exited): nothing to signal.
+            Err(zbus::Error::MethodError(name, _, _))
+                if whom == "main" && name.as_str() == "org.freedesktop.DBus.Error.InvalidArgs" =>
+            {
+                Ok(())
+            }
             Err(e) => Err(bus_err(&format!("KillUnit {unit}"), e)),
         }
+    }
+
+    /// Drop the reference `AddRef=` took (an exec's unit is collected).
+    pub async fn unref(&self, unit: &str) {
+        if let Err(e) = self.manager.unref_unit(unit.to_owned()).await {
+            if !is_no_such_unit(&e) {
+                tracing::debug!("UnrefUnit {unit}: {e}");
+            }
+        }
+    }
+
+    /// Forget a failed unit (its result and exit status go with it); a unit
+    /// systemd does not know, or one not failed, is left as it is.
+    pub async fn reset_failed(&self, unit: &str) -> Result<()> {
+        match self.manager.reset_failed_unit(unit.to_owned()).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_no_such_unit(&e) => Ok(()),
+            Err(e) => Err(bus_err(&format!("ResetFailedUnit {unit}"), e)),
+        }
+    }
+
+    /// A service's state and exit status; None when systemd does not know
+    /// the unit.
+    pub async fn service_status(&self, unit: &str) -> Result<Option<ServiceStatus>> {
+        let path = match self.manager.get_unit(unit.to_owned()).await {
+            Ok(p) => p,
+            Err(e) if is_no_such_unit(&e) => return Ok(None),
+            Err(e) => return Err(bus_err(&format!("GetUnit {unit}"), e)),
+        };
+        let get_all = |iface: &'static str| {
+            let path = path.clone();
+            async move {
+                let reply = self
+                    .conn
+                    .call_method(
+                        Some(SYSTEMD),
+                        &path,
+                        Some("org.freedesktop.DBus.Properties"),
+                        "GetAll",
+                        &(iface,),
+                    )
+                    .await?;
+                reply.body().deserialize::<HashMap<String, OwnedValue>>()
+            }
+        };
+        let (unit_props, service) = match tokio::try_join!(
+            get_all("org.freedesktop.systemd1.Unit"),
+            get_all("org.freedesktop.systemd1.Service")
+        ) {
+            Ok(p) => p,
+            Err(e) if is_no_such_unit(&e) || is_unknown_object(&e) => return Ok(None),
+            Err(e) => return Err(bus_err(&format!("properties of {unit}"), e)),
+        };
+        let text = |m: &HashMap<String, OwnedValue>, k: &str| {
+            m.get(k)
+                .and_then(|v| String::try_from(v.clone()).ok())
+                .unwrap_or_default()
+        };
+        let u32_of = |k: &str| {
+            service
+                .get(k)
+                .and_then(|v| u32::try_from(v).ok())
+                .unwrap_or(0)
+        };
+        let i32_of = |k: &str| {
+            service
+                .get(k)
+                .and_then(|v| i32::try_from(v).ok())
+                .unwrap_or(0)
+        };
+        let u64_of = |k: &str| {
+            service
+                .get(k)
+                .and_then(|v| u64::try_from(v).ok())
+                .unwrap_or(0)
+        };
+        Ok(Some(ServiceStatus {
+            active_state: text(&unit_props, "ActiveState"),
+            sub_state: text(&unit_props, "SubState"),
+            result: text(&service, "Result"),
+            main_pid: u32_of("MainPID"),
+            exec_main_code: i32_of("ExecMainCode"),
+            exec_main_status: i32_of("ExecMainStatus"),
+            exec_main_start_usec: u64_of("ExecMainStartTimestamp"),
+            exec_main_exit_usec: u64_of("ExecMainExitTimestamp"),
+        }))
     }
 
     async fn wait_job(
@@ -302,6 +503,7 @@ async fn dispatch_unit_removed(
                     .send(UnitEvent {
                         unit,
                         active_state: None,
+                        sub_state: None,
                     })
                     .is_err()
             {
@@ -333,17 +535,21 @@ async fn dispatch_props(mut stream: MessageStream, events: mpsc::UnboundedSender
         if iface != "org.freedesktop.systemd1.Unit" {
             continue;
         }
-        let Some(state) = changed
-            .get("ActiveState")
-            .and_then(|v| String::try_from(v.clone()).ok())
-        else {
-            continue;
+        let text = |k: &str| {
+            changed
+                .get(k)
+                .and_then(|v| String::try_from(v.clone()).ok())
         };
+        let (active, sub) = (text("ActiveState"), text("SubState"));
+        if active.is_none() && sub.is_none() {
+            continue;
+        }
         if let Some(unit) = unit_path::unit_from_path(path.as_str()) {
             if events
                 .send(UnitEvent {
                     unit,
-                    active_state: Some(state),
+                    active_state: active,
+                    sub_state: sub,
                 })
                 .is_err()
             {

@@ -1,0 +1,366 @@
+//! `/org/podscope/Sandbox1/container/<id>`: one object per container, its
+//! record as properties (with PropertiesChanged), Start, Stop and Remove;
+//! and the service's container operations behind the Manager's methods,
+//! each mutating one authorized first (polkit `manage`, or
+//! `manage-privileged` for a container with host access), then run in a
+//! task of its own.
+
+use super::errors::BusError;
+use super::{polkit, polkit_details, Service};
+use crate::api::container::{ContainerFilter, ContainerStatus, ContainerSummary, ExecResult};
+use crate::api::container_path;
+use crate::container::{ContainerEntry, ListFilter};
+use crate::domain::container::ContainerConfig;
+use crate::error::{Error, Result};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::warn;
+use zbus::interface;
+use zbus::message::Header;
+use zbus::object_server::SignalEmitter;
+use zbus::zvariant::OwnedObjectPath;
+
+pub struct ContainerObject {
+    pub entry: Arc<ContainerEntry>,
+    pub service: Arc<Service>,
+}
+
+#[interface(name = "org.podscope.Sandbox1.Container")]
+impl ContainerObject {
+    async fn start(&self, #[zbus(header)] hdr: Header<'_>) -> Result<(), BusError> {
+        self.service
+            .start_container(&hdr, self.entry.id.as_str())
+            .await
+    }
+    async fn stop(&self, #[zbus(header)] hdr: Header<'_>, timeout: i64) -> Result<(), BusError> {
+        self.service
+            .stop_container(&hdr, self.entry.id.as_str(), timeout)
+            .await
+    }
+    async fn remove(&self, #[zbus(header)] hdr: Header<'_>) -> Result<(), BusError> {
+        self.service
+            .remove_container(&hdr, self.entry.id.as_str())
+            .await
+    }
+
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn id(&self) -> String {
+        self.entry.id.to_string()
+    }
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn name(&self) -> String {
+        self.entry.with(|c| c.config.name.clone())
+    }
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn attempt(&self) -> u32 {
+        self.entry.with(|c| c.config.attempt)
+    }
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn pod_id(&self) -> String {
+        self.entry.with(|c| c.pod_id.to_string())
+    }
+    #[zbus(property)]
+    fn state(&self) -> String {
+        self.entry.with(|c| c.state.as_str().to_owned())
+    }
+    // µs since the epoch.
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn created_at(&self) -> u64 {
+        self.entry.with(|c| c.created_at)
+    }
+    #[zbus(property)]
+    fn started_at(&self) -> u64 {
+        self.entry.with(|c| c.started_at)
+    }
+    #[zbus(property)]
+    fn finished_at(&self) -> u64 {
+        self.entry.with(|c| c.exit.finished_at)
+    }
+    #[zbus(property)]
+    fn exit_code(&self) -> i32 {
+        self.entry.with(|c| c.exit.code)
+    }
+    #[zbus(property)]
+    fn reason(&self) -> String {
+        self.entry.with(|c| c.exit.reason.clone())
+    }
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn unit(&self) -> String {
+        self.entry.with(|c| c.unit())
+    }
+    #[zbus(property, name = "MainPID")]
+    fn main_pid(&self) -> u32 {
+        self.entry.with(|c| c.main_pid)
+    }
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn image(&self) -> String {
+        self.entry.with(|c| c.config.image.clone())
+    }
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn image_id(&self) -> String {
+        self.entry.with(|c| c.image_id.clone())
+    }
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn labels(&self) -> HashMap<String, String> {
+        self.entry
+            .with(|c| c.config.labels.clone().into_iter().collect())
+    }
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn runtime_handler(&self) -> String {
+        self.entry.with(|c| c.runtime_handler.clone())
+    }
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn log_path(&self) -> String {
+        self.entry.with(|c| c.log_path.clone())
+    }
+}
+
+impl ContainerObject {
+    /// PropertiesChanged for each property that is not "const".
+    pub async fn emit_changes(&self, emitter: &SignalEmitter<'_>) -> zbus::Result<()> {
+        self.state_changed(emitter).await?;
+        self.started_at_changed(emitter).await?;
+        self.finished_at_changed(emitter).await?;
+        self.exit_code_changed(emitter).await?;
+        self.reason_changed(emitter).await?;
+        self.main_p_i_d_changed(emitter).await
+    }
+}
+
+/// ListContainers' filter as the container room's query.
+pub(crate) fn list_filter(f: ContainerFilter) -> Result<ListFilter> {
+    for p in [&f.id, &f.pod_id].into_iter().flatten() {
+        crate::domain::id::validate_prefix_of("container", p).map_err(|e| e.context("filter"))?;
+    }
+    Ok(ListFilter {
+        id_prefix: f.id,
+        pod_id_prefix: f.pod_id,
+        state: f.state,
+        labels: f.labels.unwrap_or_default(),
+    })
+}
+
+impl Service {
+    /// polkit's details for a container: the pod's, plus the container's
+    /// id and name.
+    fn container_details(&self, verb: &str, entry: &ContainerEntry) -> Vec<(&'static str, String)> {
+        let (pod_id, name) = entry.with(|c| (c.pod_id.clone(), c.config.name.clone()));
+        let mut d = match self.pods.get(&pod_id) {
+            Some(p) => p.with(|sb| {
+                polkit_details(verb, &sb.config.namespace, &sb.config.name, sb.id.as_str())
+            }),
+            None => polkit_details(verb, "", "", pod_id.as_str()),
+        };
+        d.push(("container_id", entry.id.to_string()));
+        d.push(("container", name));
+        d
+    }
+
+    async fn authorize_container(
+        &self,
+        hdr: &Header<'_>,
+        verb: &str,
+        id: &str,
+    ) -> Result<Arc<ContainerEntry>> {
+        let entry = self.containers.resolve(id)?;
+        self.auth
+            .check(hdr, polkit::ACTION_MANAGE, verb, || {
+                self.container_details(verb, &entry)
+            })
+            .await?;
+        Ok(entry)
+    }
+
+    pub async fn create_container(
+        self: &Arc<Self>,
+        hdr: &Header<'_>,
+        pod_id: &str,
+        config: ContainerConfig,
+    ) -> Result<(String, OwnedObjectPath), BusError> {
+        config.validate()?;
+        let pod = self.pods.resolve(pod_id)?;
+        let privileges = config.privileges();
+        let action = if privileges.is_empty() {
+            polkit::ACTION_MANAGE
+        } else {
+            polkit::ACTION_MANAGE_PRIVILEGED
+        };
+        self.auth
+            .check(hdr, action, "CreateContainer", || {
+                let mut d = pod.with(|sb| {
+                    polkit_details(
+                        "CreateContainer",
+                        &sb.config.namespace,
+                        &sb.config.name,
+                        sb.id.as_str(),
+                    )
+                });
+                d.push(("container", config.name.clone()));
+                d.push(("image", config.image.clone()));
+                d.push(("privileges", privileges.join(", ")));
+                d
+            })
+            .await?;
+        let this = self.clone();
+        let pod_id = pod.id.to_string();
+        let out = self
+            .detached(async move {
+                let entry = this.containers.create(&pod_id, config).await?;
+                let path = container_path(&entry.id);
+                let obj = ContainerObject {
+                    entry: entry.clone(),
+                    service: this.clone(),
+                };
+                this.conn
+                    .object_server()
+                    .at(&path, obj)
+                    .await
+                    .map_err(|e| Error::internal(format!("export {path}: {e}")))?;
+                Ok((entry.id.to_string(), path))
+            })
+            .await?;
+        Ok(out)
+    }
+
+    pub async fn start_container(
+        self: &Arc<Self>,
+        hdr: &Header<'_>,
+        id: &str,
+    ) -> Result<(), BusError> {
+        let entry = self.authorize_container(hdr, "StartContainer", id).await?;
+        let this = self.clone();
+        self.detached(async move { this.containers.start(&entry).await })
+            .await?;
+        Ok(())
+    }
+
+    pub async fn stop_container(
+        self: &Arc<Self>,
+        hdr: &Header<'_>,
+        id: &str,
+        timeout: i64,
+    ) -> Result<(), BusError> {
+        let entry = self.authorize_container(hdr, "StopContainer", id).await?;
+        let this = self.clone();
+        self.detached(async move { this.containers.stop(&entry, timeout).await })
+            .await?;
+        Ok(())
+    }
+
+    pub async fn remove_container(
+        self: &Arc<Self>,
+        hdr: &Header<'_>,
+        id: &str,
+    ) -> Result<(), BusError> {
+        let entry = self.authorize_container(hdr, "RemoveContainer", id).await?;
+        let this = self.clone();
+        self.detached(async move {
+            let id = this.containers.remove(&entry).await?;
+            let path = container_path(&id);
+            if let Err(e) = this
+                .conn
+                .object_server()
+                .remove::<ContainerObject, _>(&path)
+                .await
+            {
+                warn!(container_id = %id, "container {id}: unexport {path}: {e}");
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Status, with the annotations for root's callers only.
+    pub async fn container_status(
+        &self,
+        hdr: &Header<'_>,
+        id: &str,
+    ) -> Result<ContainerStatus, BusError> {
+        let entry = self.containers.resolve(id)?;
+        let upper = self.containers.upper_dir(&entry.id);
+        let status = entry.with(|c| ContainerStatus::of(c, upper));
+        Ok(if self.auth.caller_uid(hdr).await? == 0 {
+            status
+        } else {
+            status.without_annotations()
+        })
+    }
+
+    pub async fn list_containers(
+        &self,
+        hdr: &Header<'_>,
+        filter: ContainerFilter,
+    ) -> Result<Vec<ContainerSummary>, BusError> {
+        let f = list_filter(filter)?;
+        let root = self.auth.caller_uid(hdr).await? == 0;
+        Ok(self
+            .containers
+            .list(&f)
+            .iter()
+            .map(|e| {
+                let s = e.with(|c| ContainerSummary::of(c, self.containers.upper_dir(&c.id)));
+                if root {
+                    s
+                } else {
+                    s.without_annotations()
+                }
+            })
+            .collect())
+    }
+
+    pub async fn update_container_resources(
+        self: &Arc<Self>,
+        hdr: &Header<'_>,
+        id: &str,
+        resources: crate::domain::container::ContainerResources,
+    ) -> Result<(), BusError> {
+        let entry = self
+            .authorize_container(hdr, "UpdateContainerResources", id)
+            .await?;
+        let this = self.clone();
+        self.detached(async move { this.containers.update_resources(&entry, resources).await })
+            .await?;
+        Ok(())
+    }
+
+    pub async fn reopen_container_log(
+        self: &Arc<Self>,
+        hdr: &Header<'_>,
+        id: &str,
+    ) -> Result<(), BusError> {
+        let entry = self
+            .authorize_container(hdr, "ReopenContainerLog", id)
+            .await?;
+        let this = self.clone();
+        self.detached(async move { this.containers.reopen_log(&entry).await })
+            .await?;
+        Ok(())
+    }
+
+    pub async fn exec_sync(
+        self: &Arc<Self>,
+        hdr: &Header<'_>,
+        id: &str,
+        cmd: Vec<String>,
+        timeout_ms: u64,
+    ) -> Result<ExecResult, BusError> {
+        let entry = self.authorize_container(hdr, "ExecSync", id).await?;
+        let this = self.clone();
+        // Detached like the others: a caller that hangs up still gets its
+        // exec's unit killed at the timeout and collected.
+        let out = self
+            .detached(async move {
+                this.containers
+                    .exec_sync(&entry, cmd, Duration::from_millis(timeout_ms))
+                    .await
+            })
+            .await?;
+        Ok(ExecResult {
+            exit_code: out.exit_code,
+            stdout: out.stdout,
+            stderr: out.stderr,
+        })
+    }
+}

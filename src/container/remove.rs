@@ -1,0 +1,63 @@
+//! RemoveContainer: stopped first if it runs, its unit stopped (the
+//! runtime deletes its state in ExecStopPost) and forgotten, its root
+//! unmounted, its layers released, its bundle and record deleted. No
+//! failed unit is left behind.
+
+use super::*;
+
+impl<S: SystemdClient + Clone> Containers<S> {
+    pub async fn remove(&self, entry: &Arc<ContainerEntry>) -> Result<ContainerId> {
+        let _op = entry.op.lock().await;
+        if entry.is_removed() {
+            return Err(Error::not_found(format!(
+                "no container with id {}",
+                entry.id
+            )));
+        }
+        let c = entry.snapshot();
+        let ctx = || format!("container {} ({}): remove", c.id, c.config.name);
+        self.stop_locked(entry, 0).await?;
+        let unit = c.unit();
+        self.systemd
+            .stop_unit(&unit, self.settings.stop_timeout())
+            .await
+            .with_context(ctx)?;
+        self.systemd.reset_failed(&unit).await.with_context(ctx)?;
+        failpoint::hit(failpoint::CTR_REMOVE_UNIT_GONE);
+        // A created container has readers only if a start failed half way.
+        if let Some(live) = self.live.lock().unwrap().remove(&c.id) {
+            let _ = live.end.send(End::Drain);
+        }
+        self.release_at_init(&c).await;
+        rootfs::unmount(&self.hostns, &rootfs::Dirs::of(&self.bundle(&c.id)))
+            .await
+            .with_context(ctx)?;
+        failpoint::hit(failpoint::CTR_REMOVE_UNMOUNTED);
+        let run_dir = self.run_dir(&c.id);
+        if let Err(e) = std::fs::remove_dir_all(&run_dir) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                warn!(container_id = %c.id, "container {}: remove {}: {e}", c.id, run_dir.display());
+            }
+        }
+        self.store.delete(&c.id).with_context(ctx)?;
+        failpoint::hit(failpoint::CTR_REMOVE_DONE);
+        entry.mark_removed();
+        self.registry.remove(&c.id);
+        self.wakers.lock().unwrap().remove(&c.id);
+        // Its layers go in a collection unless an image still has them.
+        if self.images.release_layers(c.id.as_str()) {
+            let images = self.images.clone();
+            tokio::spawn(async move { images.collect_garbage().await });
+        }
+        info!(
+            event = crate::logging::event::CONTAINER_REMOVED,
+            container_id = %c.id,
+            sandbox_id = %c.pod_id,
+            "container {} ({}) removed",
+            c.id,
+            c.config.name
+        );
+        self.emit(Event::ContainerRemoved(c.id.clone(), c.pod_id.clone()));
+        Ok(c.id)
+    }
+}

@@ -1,0 +1,251 @@
+//! A container's root: an overlay of its image's layers (the store's
+//! unpacked lower directories, shared by every container of the image)
+//! under an upper directory of its own, removed with the container.
+//!
+//!     <state_dir>/containers/<id>/   the bundle: config.json, the checkpoint
+//!         rootfs/                    the overlay's mount point
+//!         upper/ work/               the container's writes
+//!
+//! The overlay is mounted in the host's mount namespace (where the OCI
+//! runtime, started by systemd, looks), naming the lower layers by their
+//! short links relative to the store's `l/`, so that a stack of 240 layers
+//! fits a page of mount options (what overlayfs on Debian 12's 6.1 kernel
+//! takes; `lowerdir+=`, which lifts the limit, came with 6.8).
+
+use crate::error::{Error, IoResultExt, Result};
+use crate::hostns::HostNs;
+use crate::image::reference::Digest;
+use crate::image::ImageStore;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+pub struct Dirs {
+    pub bundle: PathBuf,
+    pub rootfs: PathBuf,
+    pub upper: PathBuf,
+    pub work: PathBuf,
+}
+
+impl Dirs {
+    pub fn of(bundle: &Path) -> Dirs {
+        Dirs {
+            bundle: bundle.to_owned(),
+            rootfs: bundle.join(super::spec::ROOTFS),
+            upper: bundle.join("upper"),
+            work: bundle.join("work"),
+        }
+    }
+
+    /// Make the mount point and the overlay's directories (the bundle
+    /// exists: the store made it).
+    pub fn make(&self) -> Result<()> {
+        for (d, mode) in [
+            (&self.rootfs, 0o755),
+            (&self.upper, 0o755),
+            (&self.work, 0o700),
+        ] {
+            std::fs::DirBuilder::new()
+                .mode(mode)
+                .create(d)
+                .io_context(format!("create {}", d.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Whether something is mounted on the root (its device differs from
+    /// the bundle's).
+    pub fn is_mounted(&self) -> bool {
+        match (
+            std::fs::metadata(&self.bundle),
+            std::fs::metadata(&self.rootfs),
+        ) {
+            (Ok(b), Ok(r)) => b.dev() != r.dev(),
+            _ => false,
+        }
+    }
+}
+
+/// Mount the overlay of `layers` (bottom first, as the image lists them)
+/// on the container's root.
+pub async fn mount(
+    hostns: &HostNs,
+    store: &ImageStore,
+    layers: &[Digest],
+    dirs: &Dirs,
+) -> Result<()> {
+    if dirs.is_mounted() {
+        return Ok(());
+    }
+    let mut lowers = Vec::with_capacity(layers.len().max(1));
+    for chain in layers.iter().rev() {
+        lowers.push(store.short_link(chain)?);
+    }
+    if lowers.is_empty() {
+        // An image of no layers: overlayfs needs a lower directory.
+        let empty = dirs.bundle.join("empty");
+        std::fs::create_dir_all(&empty).io_context(format!("create {}", empty.display()))?;
+        lowers.push(empty.display().to_string());
+    }
+    hostns
+        .mount_overlay(
+            &store.links_dir(),
+            &lowers,
+            &dirs.upper,
+            &dirs.work,
+            &dirs.rootfs,
+        )
+        .await
+}
+
+pub async fn unmount(hostns: &HostNs, dirs: &Dirs) -> Result<()> {
+    hostns.unmount(&dirs.rootfs).await?;
+    if dirs.is_mounted() {
+        return Err(Error::internal(format!(
+            "{} is still mounted after its unmount",
+            dirs.rootfs.display()
+        )));
+    }
+    Ok(())
+}
+
+/// A file of the image as the container will see it (`rel` like
+/// "etc/passwd"), read from the layers top down: the first layer that has
+/// it, unless a higher one deleted it (a whiteout) or made its directory
+/// opaque. Regular files only, at most `max` bytes.
+pub fn image_file(store: &ImageStore, layers: &[Digest], rel: &str, max: u64) -> Option<Vec<u8>> {
+    let rel = Path::new(rel);
+    for chain in layers.iter().rev() {
+        let root = store.layer_root(chain);
+        let p = root.join(rel);
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_file() => {
+                if m.len() > max {
+                    return None;
+                }
+                return std::fs::read(&p).ok();
+            }
+            // A whiteout (0/0 character device) or anything else hides it.
+            Ok(m) if m.file_type().is_char_device() || !m.is_dir() => return None,
+            Ok(_) => return None,
+            Err(_) => {}
+        }
+        // An opaque parent hides the layers below.
+        let mut dir = rel.parent();
+        while let Some(d) = dir {
+            if d.as_os_str().is_empty() {
+                break;
+            }
+            if xattr_opaque(&root.join(d)) {
+                return None;
+            }
+            dir = d.parent();
+        }
+    }
+    None
+}
+
+fn xattr_opaque(dir: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    let mut v = [0u8; 2];
+    // SAFETY: lgetxattr into a 2-byte buffer; the result is checked.
+    let n = unsafe {
+        libc::lgetxattr(
+            c.as_ptr(),
+            c"trusted.overlay.opaque".as_ptr(),
+            v.as_mut_ptr().cast(),
+            v.len(),
+        )
+    };
+    n == 1 && v[0] == b'y'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::store::LayerInfo;
+
+    fn layer(store: &ImageStore, n: u8, files: &[(&str, Option<&str>)]) -> Digest {
+        let chain = Digest::sha256(&[n]);
+        let work = store.temp_dir("layer").unwrap();
+        for (path, content) in files {
+            let p = work.join("root").join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            match content {
+                Some(c) => std::fs::write(&p, c).unwrap(),
+                // A whiteout: a 0/0 character device.
+                None => nix::sys::stat::mknod(
+                    &p,
+                    nix::sys::stat::SFlag::S_IFCHR,
+                    nix::sys::stat::Mode::from_bits_truncate(0o600),
+                    0,
+                )
+                .unwrap(),
+            }
+        }
+        std::fs::create_dir_all(work.join("root")).unwrap();
+        store
+            .commit_layer(
+                &work,
+                &LayerInfo {
+                    chain_id: chain.clone(),
+                    diff_id: chain.clone(),
+                    tar_bytes: 0,
+                },
+            )
+            .unwrap();
+        chain
+    }
+
+    #[test]
+    fn image_files_are_read_top_down_and_whiteouts_hide_them() {
+        let t = crate::store::tests::TempDir::new();
+        let store = ImageStore::open(&t.0).unwrap();
+        let base = layer(
+            &store,
+            1,
+            &[
+                ("etc/passwd", Some("root:x:0:0::/root:/bin/sh\n")),
+                ("etc/group", Some("root:x:0:\n")),
+            ],
+        );
+        let top = layer(
+            &store,
+            2,
+            &[
+                ("etc/passwd", Some("app:x:1000:1000::/app:/bin/sh\n")),
+                ("etc/group", None),
+            ],
+        );
+        let layers = vec![base.clone(), top];
+        assert_eq!(
+            image_file(&store, &layers, "etc/passwd", 1 << 20).unwrap(),
+            b"app:x:1000:1000::/app:/bin/sh\n"
+        );
+        assert_eq!(
+            image_file(&store, &layers, "etc/group", 1 << 20),
+            None,
+            "deleted above"
+        );
+        assert!(image_file(&store, std::slice::from_ref(&base), "etc/group", 1 << 20).is_some());
+        assert_eq!(
+            image_file(&store, &[base], "etc/passwd", 4),
+            None,
+            "too large"
+        );
+        assert_eq!(image_file(&store, &layers, "etc/shadow", 1 << 20), None);
+    }
+
+    #[test]
+    fn short_links_name_each_layer_once() {
+        let t = crate::store::tests::TempDir::new();
+        let store = ImageStore::open(&t.0).unwrap();
+        let a = layer(&store, 1, &[("a", Some("1"))]);
+        let name = store.short_link(&a).unwrap();
+        assert_eq!(name.len(), 16);
+        assert_eq!(store.short_link(&a).unwrap(), name);
+        let via = store.links_dir().join(&name).join("a");
+        assert_eq!(std::fs::read_to_string(via).unwrap(), "1");
+    }
+}

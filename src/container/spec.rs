@@ -1,0 +1,705 @@
+//! The OCI runtime spec (config.json) of a container, from its CRI config,
+//! its image's config and its pod. Pure: the caller reads what it needs
+//! from the system (the image's passwd, a Localhost seccomp profile, host
+//! devices) and passes it in.
+//!
+//! The rules are CRI's, as containerd 1.6 applies them for runc, so a pod
+//! behaves the same on either runtime: the command merged with the image's
+//! Entrypoint and Cmd, the environment overridden by key, the pod's
+//! namespaces joined by path, the pod's /etc files and /dev/shm bound in,
+//! the default capabilities, masked and read-only paths unless privileged.
+
+use crate::domain::container::{ContainerConfig, ProfileKind, Propagation};
+use crate::domain::NamespaceMode;
+use crate::error::{Error, Result};
+use crate::image::manifest::RunConfig;
+use crate::oci::spec::{
+    Linux, LinuxCapabilities, LinuxDevice, LinuxDeviceCgroup, LinuxNamespace, LinuxResources,
+    LinuxSeccomp, Mount, NamespaceType, Process, Root, Spec, User, OCI_VERSION,
+};
+use crate::oci::{caps, defaults, user::Resolved};
+use crate::settings::RuntimeKind;
+
+/// The container's root directory, relative to its bundle.
+pub const ROOTFS: &str = "rootfs";
+
+/// What the container takes from its pod.
+#[derive(Debug, Clone, Default)]
+pub struct PodView {
+    /// The pod's network namespace (None: the host's).
+    pub netns_path: Option<String>,
+    /// The pod's init: its IPC, UTS (and PID) namespaces are joined by
+    /// `/proc/<pid>/ns/*`.
+    pub init_pid: u32,
+    pub host_ipc: bool,
+    pub pid_mode: NamespaceMode,
+    pub hostname: String,
+    /// Files under the pod's run directory, bound over the container's.
+    pub hostname_file: String,
+    pub resolv_conf: String,
+    pub hosts: String,
+    /// The pod's /dev/shm (a tmpfs); the host's for a host-IPC pod.
+    pub shm: String,
+}
+
+/// Everything `build` needs beyond the container's config.
+pub struct Input<'a> {
+    pub config: &'a ContainerConfig,
+    pub image: &'a RunConfig,
+    pub user: Resolved,
+    pub pod: &'a PodView,
+    pub runtime: RuntimeKind,
+    /// The unit's control group, for runc's `cgroupsPath`.
+    pub cgroup_path: String,
+    /// The container's seccomp filter: None for unconfined.
+    pub seccomp: Option<LinuxSeccomp>,
+    /// The host PID of the container whose PID namespace this one joins.
+    pub pid_target: Option<u32>,
+    /// The host's devices, for a privileged container (all of them, as
+    /// containerd gives it).
+    pub host_devices: Vec<LinuxDevice>,
+    /// Devices CRI asked for: (host device as found, container path,
+    /// permissions).
+    pub devices: Vec<(LinuxDevice, String, String)>,
+}
+
+/// The argv: CRI's command and args merged with the image's Entrypoint and
+/// Cmd (Docker's rules, as containerd applies them): a command replaces
+/// the Entrypoint and drops the Cmd; args alone replace the Cmd.
+pub fn argv(config: &ContainerConfig, image: &RunConfig) -> Result<Vec<String>> {
+    let mut command = config.command.clone();
+    let mut args = config.args.clone();
+    if command.is_empty() {
+        if args.is_empty() {
+            args = image.cmd.clone();
+        }
+        // `[""]` is how an image says "no entrypoint".
+        if !(image.entrypoint.len() == 1 && image.entrypoint[0].is_empty()) {
+            command = image.entrypoint.clone();
+        }
+    }
+    command.extend(args);
+    if command.is_empty() {
+        return Err(Error::invalid(
+            "command",
+            "no command: neither the container config nor the image gives one",
+        ));
+    }
+    Ok(command)
+}
+
+/// The environment: the image's, then the config's, a later key replacing
+/// an earlier one in place; PATH and HOSTNAME when missing.
+pub fn env(config: &ContainerConfig, image: &RunConfig, hostname: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let key = |e: &str| e.split_once('=').map_or(e, |(k, _)| k).to_owned();
+    for e in image.env.iter().chain(&config.envs) {
+        let k = key(e);
+        match out.iter().position(|x| key(x) == k) {
+            Some(i) => out[i] = e.clone(),
+            None => out.push(e.clone()),
+        }
+    }
+    if !out.iter().any(|e| key(e) == "PATH") {
+        out.insert(0, defaults::DEFAULT_PATH_ENV.to_owned());
+    }
+    if !hostname.is_empty() && !out.iter().any(|e| key(e) == "HOSTNAME") {
+        out.push(format!("HOSTNAME={hostname}"));
+    }
+    out
+}
+
+fn bind(destination: &str, source: &str, readonly: bool, propagation: &str) -> Mount {
+    Mount {
+        destination: destination.to_owned(),
+        type_: Some("bind".into()),
+        source: Some(source.to_owned()),
+        options: vec![
+            "rbind".into(),
+            propagation.to_owned(),
+            if readonly { "ro" } else { "rw" }.into(),
+        ],
+    }
+}
+
+/// Path components, for ordering mounts parents first.
+fn depth(p: &str) -> usize {
+    p.split('/').filter(|c| !c.is_empty()).count()
+}
+
+pub fn build(input: &Input<'_>) -> Result<Spec> {
+    let c = input.config;
+    let s = &c.security;
+    let pod = input.pod;
+    let privileged = s.privileged;
+
+    let capabilities = caps::effective(&s.capabilities_add, &s.capabilities_drop, privileged)
+        .map_err(|e| Error::invalid("capabilities", e))?;
+    let process = Process {
+        terminal: c.tty,
+        user: User {
+            uid: input.user.uid,
+            gid: input.user.gid,
+            additional_gids: input.user.spec_additional_gids(),
+            ..Default::default()
+        },
+        args: argv(c, input.image)?,
+        env: env(c, input.image, &pod.hostname),
+        cwd: match (&c.working_dir, &input.image.working_dir) {
+            (w, _) if !w.is_empty() => w.clone(),
+            (_, Some(w)) if !w.is_empty() => w.clone(),
+            _ => "/".into(),
+        },
+        capabilities: Some(LinuxCapabilities {
+            bounding: capabilities.clone(),
+            effective: capabilities.clone(),
+            permitted: capabilities,
+            ..Default::default()
+        }),
+        no_new_privileges: s.no_new_privs,
+        oom_score_adj: (c.resources.oom_score_adj != 0).then_some(c.resources.oom_score_adj as i32),
+        ..Default::default()
+    };
+
+    // Mounts: the defaults, the pod's files and shm, then CRI's, parents
+    // first. A CRI mount replaces a default or pod mount at the same place
+    // (kubelet binds its own /etc/hosts).
+    let mut mounts = defaults::mounts();
+    if privileged {
+        // A privileged container's /sys is writable, as the node's.
+        for m in &mut mounts {
+            if m.destination == "/sys" || m.destination == "/sys/fs/cgroup" {
+                m.options.retain(|o| o != "ro");
+                m.options.push("rw".into());
+            }
+        }
+    }
+    let pod_file = |dest: &str, src: &str| {
+        (!src.is_empty()).then(|| bind(dest, src, s.readonly_rootfs, "rprivate"))
+    };
+    mounts.extend(
+        [
+            pod_file("/etc/hostname", &pod.hostname_file),
+            pod_file("/etc/resolv.conf", &pod.resolv_conf),
+            pod_file("/etc/hosts", &pod.hosts),
+        ]
+        .into_iter()
+        .flatten(),
+    );
+    if !pod.shm.is_empty() {
+        mounts.push(Mount {
+            options: vec![
+                "rbind".into(),
+                "rprivate".into(),
+                "rw".into(),
+                "nosuid".into(),
+                "nodev".into(),
+                "noexec".into(),
+            ],
+            ..bind("/dev/shm", &pod.shm, false, "rprivate")
+        });
+    }
+    let mut rootfs_propagation = None;
+    let mut cri_mounts: Vec<Mount> = Vec::new();
+    for m in &c.mounts {
+        let propagation = match m.propagation {
+            Propagation::Private => "rprivate",
+            Propagation::HostToContainer => {
+                if rootfs_propagation.is_none() {
+                    rootfs_propagation = Some("rslave".to_owned());
+                }
+                "rslave"
+            }
+            Propagation::Bidirectional => {
+                rootfs_propagation = Some("rshared".to_owned());
+                "rshared"
+            }
+        };
+        cri_mounts.push(bind(
+            &m.container_path,
+            &m.host_path,
+            m.readonly,
+            propagation,
+        ));
+    }
+    mounts.retain(|m| !cri_mounts.iter().any(|c| c.destination == m.destination));
+    cri_mounts.sort_by_key(|m| depth(&m.destination));
+    mounts.extend(cri_mounts);
+
+    // Namespaces: a mount namespace of its own; the pod's network, IPC and
+    // UTS; PID as CRI says.
+    let ns = |type_, path: Option<String>| LinuxNamespace { type_, path };
+    let init_ns = |what: &str| Some(format!("/proc/{}/ns/{what}", pod.init_pid));
+    let mut namespaces = vec![ns(NamespaceType::Mount, None)];
+    if let Some(p) = &pod.netns_path {
+        namespaces.push(ns(NamespaceType::Network, Some(p.clone())));
+    }
+    if !pod.host_ipc {
+        namespaces.push(ns(NamespaceType::Ipc, init_ns("ipc")));
+    }
+    namespaces.push(ns(NamespaceType::Uts, init_ns("uts")));
+    match (input.pid_target, s.pid_namespace) {
+        (Some(pid), _) => {
+            namespaces.push(ns(NamespaceType::Pid, Some(format!("/proc/{pid}/ns/pid"))))
+        }
+        (None, NamespaceMode::Node) => {}
+        (None, NamespaceMode::Pod) => namespaces.push(ns(NamespaceType::Pid, init_ns("pid"))),
+        (None, NamespaceMode::Container) => namespaces.push(ns(NamespaceType::Pid, None)),
+    }
+
+    // Devices: the host's for a privileged container, then CRI's; the
+    // cgroup allow list (enforced by the unit's DevicePolicy=, and by runc
+    // too) matches.
+    let mut devices = if privileged {
+        input.host_devices.clone()
+    } else {
+        Vec::new()
+    };
+    let mut allowed = defaults::devices_allowed();
+    if privileged {
+        allowed = vec![LinuxDeviceCgroup {
+            allow: true,
+            access: Some("rwm".into()),
+            ..Default::default()
+        }];
+    }
+    for (dev, path, perms) in &input.devices {
+        let perms = if perms.is_empty() {
+            "rwm"
+        } else {
+            perms.as_str()
+        };
+        devices.retain(|d| d.path != *path);
+        devices.push(LinuxDevice {
+            path: path.clone(),
+            ..dev.clone()
+        });
+        if !privileged {
+            allowed.push(LinuxDeviceCgroup {
+                allow: true,
+                type_: Some(dev.type_.clone()),
+                major: Some(dev.major),
+                minor: Some(dev.minor),
+                access: Some(perms.to_owned()),
+            });
+        }
+    }
+
+    let (masked_paths, readonly_paths) = if privileged {
+        (Vec::new(), Vec::new())
+    } else {
+        (
+            s.masked_paths
+                .clone()
+                .unwrap_or_else(defaults::masked_paths),
+            s.readonly_paths
+                .clone()
+                .unwrap_or_else(defaults::readonly_paths),
+        )
+    };
+
+    let (cgroups_path, resources) = match input.runtime {
+        // crun runs with its cgroup manager off: systemd owns the cgroup
+        // and enforces devices through the unit.
+        RuntimeKind::Crun => (None, None),
+        // runc joins the unit's cgroup by path; it writes the devices list
+        // it is given there, so it gets the unit's.
+        RuntimeKind::Runc => (
+            Some(input.cgroup_path.clone()),
+            Some(LinuxResources {
+                devices: allowed.clone(),
+                ..Default::default()
+            }),
+        ),
+    };
+
+    let mut annotations = std::collections::BTreeMap::new();
+    annotations.insert(
+        "io.kubernetes.cri.container-name".to_owned(),
+        c.name.clone(),
+    );
+    Ok(Spec {
+        oci_version: OCI_VERSION.into(),
+        process: Some(process),
+        root: Some(Root {
+            path: ROOTFS.into(),
+            readonly: s.readonly_rootfs,
+        }),
+        hostname: None,
+        mounts,
+        annotations,
+        linux: Some(Linux {
+            resources,
+            cgroups_path,
+            namespaces,
+            devices,
+            seccomp: if privileged {
+                None
+            } else {
+                input.seccomp.clone()
+            },
+            rootfs_propagation,
+            masked_paths,
+            readonly_paths,
+            ..Default::default()
+        }),
+    })
+}
+
+/// Whether `build` needs a seccomp profile loaded: the kind asked for, for
+/// an unprivileged container (privileged ones run unconfined).
+pub fn seccomp_kind(config: &ContainerConfig) -> Option<ProfileKind> {
+    let s = &config.security;
+    (!s.privileged && s.seccomp.kind != ProfileKind::Unconfined).then_some(s.seccomp.kind)
+}
+
+/// A signal by name ("SIGQUIT", "QUIT", any case) or number.
+pub fn parse_signal(s: &str) -> Option<i32> {
+    if let Ok(n) = s.parse::<i32>() {
+        return (1..=64).contains(&n).then_some(n);
+    }
+    let name = s.to_ascii_uppercase();
+    let name = name.strip_prefix("SIG").unwrap_or(&name).to_owned();
+    let table: &[(&str, i32)] = &[
+        ("HUP", libc::SIGHUP),
+        ("INT", libc::SIGINT),
+        ("QUIT", libc::SIGQUIT),
+        ("ILL", libc::SIGILL),
+        ("TRAP", libc::SIGTRAP),
+        ("ABRT", libc::SIGABRT),
+        ("BUS", libc::SIGBUS),
+        ("FPE", libc::SIGFPE),
+        ("KILL", libc::SIGKILL),
+        ("USR1", libc::SIGUSR1),
+        ("SEGV", libc::SIGSEGV),
+        ("USR2", libc::SIGUSR2),
+        ("PIPE", libc::SIGPIPE),
+        ("ALRM", libc::SIGALRM),
+        ("TERM", libc::SIGTERM),
+        ("STKFLT", libc::SIGSTKFLT),
+        ("CHLD", libc::SIGCHLD),
+        ("CONT", libc::SIGCONT),
+        ("STOP", libc::SIGSTOP),
+        ("TSTP", libc::SIGTSTP),
+        ("TTIN", libc::SIGTTIN),
+        ("TTOU", libc::SIGTTOU),
+        ("URG", libc::SIGURG),
+        ("XCPU", libc::SIGXCPU),
+        ("XFSZ", libc::SIGXFSZ),
+        ("VTALRM", libc::SIGVTALRM),
+        ("PROF", libc::SIGPROF),
+        ("WINCH", libc::SIGWINCH),
+        ("IO", libc::SIGIO),
+        ("PWR", libc::SIGPWR),
+        ("SYS", libc::SIGSYS),
+    ];
+    if let Some((_, n)) = table.iter().find(|(k, _)| *k == name) {
+        return Some(*n);
+    }
+    // SIGRTMIN+n, as Docker accepts them.
+    let rt = name.strip_prefix("RTMIN+")?.parse::<i32>().ok()?;
+    let n = libc::SIGRTMIN() + rt;
+    (n <= libc::SIGRTMAX()).then_some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::container::{ContainerMount, Profile};
+
+    fn image() -> RunConfig {
+        RunConfig {
+            entrypoint: vec!["/entry".into()],
+            cmd: vec!["serve".into(), "--port=80".into()],
+            env: vec!["PATH=/bin".into(), "A=image".into()],
+            ..Default::default()
+        }
+    }
+
+    fn config() -> ContainerConfig {
+        ContainerConfig {
+            name: "web".into(),
+            image: "busybox".into(),
+            ..Default::default()
+        }
+    }
+
+    fn pod() -> PodView {
+        PodView {
+            netns_path: Some("/run/netns/podscope-x".into()),
+            init_pid: 42,
+            pid_mode: NamespaceMode::Container,
+            hostname: "web-pod".into(),
+            hostname_file: "/run/podscope/sandboxes/x/hostname".into(),
+            resolv_conf: "/run/podscope/sandboxes/x/resolv.conf".into(),
+            hosts: "/run/podscope/sandboxes/x/hosts".into(),
+            shm: "/run/podscope/sandboxes/x/shm".into(),
+            ..Default::default()
+        }
+    }
+
+    fn input<'a>(c: &'a ContainerConfig, img: &'a RunConfig, p: &'a PodView) -> Input<'a> {
+        Input {
+            config: c,
+            image: img,
+            user: Resolved {
+                uid: 0,
+                gid: 0,
+                additional_gids: vec![],
+                home: None,
+            },
+            pod: p,
+            runtime: RuntimeKind::Crun,
+            cgroup_path: "/podscope.slice/podscope-ctr-x.service".into(),
+            seccomp: Some(crate::oci::seccomp::runtime_default(&[])),
+            pid_target: None,
+            host_devices: vec![],
+            devices: vec![],
+        }
+    }
+
+    #[test]
+    fn argv_follows_dockers_rules() {
+        let img = image();
+        let mut c = config();
+        assert_eq!(argv(&c, &img).unwrap(), ["/entry", "serve", "--port=80"]);
+        c.args = vec!["other".into()];
+        assert_eq!(argv(&c, &img).unwrap(), ["/entry", "other"]);
+        c.command = vec!["/bin/sh".into()];
+        c.args = vec![];
+        assert_eq!(
+            argv(&c, &img).unwrap(),
+            ["/bin/sh"],
+            "a command drops the image's Cmd"
+        );
+        c.args = vec!["-c".into(), "true".into()];
+        assert_eq!(argv(&c, &img).unwrap(), ["/bin/sh", "-c", "true"]);
+        let none = RunConfig {
+            entrypoint: vec!["".into()],
+            ..Default::default()
+        };
+        let e = argv(&config(), &none).unwrap_err();
+        assert!(e.to_string().starts_with("command: no command"), "{e}");
+    }
+
+    #[test]
+    fn env_overrides_by_key_in_place() {
+        let mut c = config();
+        c.envs = vec!["A=config".into(), "B=2".into()];
+        assert_eq!(
+            env(&c, &image(), "h"),
+            ["PATH=/bin", "A=config", "B=2", "HOSTNAME=h"]
+        );
+        let e = env(&config(), &RunConfig::default(), "");
+        assert_eq!(e, [defaults::DEFAULT_PATH_ENV]);
+    }
+
+    #[test]
+    fn a_plain_container_joins_its_pod_and_is_confined() {
+        let (c, img, p) = (config(), image(), pod());
+        let s = build(&input(&c, &img, &p)).unwrap();
+        let l = s.linux.as_ref().unwrap();
+        let kinds: Vec<_> = l
+            .namespaces
+            .iter()
+            .map(|n| (n.type_, n.path.clone()))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (NamespaceType::Mount, None),
+                (NamespaceType::Network, Some("/run/netns/podscope-x".into())),
+                (NamespaceType::Ipc, Some("/proc/42/ns/ipc".into())),
+                (NamespaceType::Uts, Some("/proc/42/ns/uts".into())),
+                (NamespaceType::Pid, None),
+            ]
+        );
+        assert!(
+            s.hostname.is_none(),
+            "the pod's UTS namespace has its hostname"
+        );
+        assert!(l.seccomp.is_some());
+        assert!(!l.masked_paths.is_empty() && !l.readonly_paths.is_empty());
+        assert!(
+            l.cgroups_path.is_none() && l.resources.is_none(),
+            "crun manages no cgroup"
+        );
+        let caps = &s
+            .process
+            .as_ref()
+            .unwrap()
+            .capabilities
+            .as_ref()
+            .unwrap()
+            .bounding;
+        assert_eq!(caps.len(), caps::DEFAULT.len());
+        let dests: Vec<_> = s.mounts.iter().map(|m| m.destination.as_str()).collect();
+        for d in [
+            "/proc",
+            "/dev",
+            "/etc/hostname",
+            "/etc/resolv.conf",
+            "/etc/hosts",
+            "/dev/shm",
+        ] {
+            assert!(dests.contains(&d), "{d} in {dests:?}");
+        }
+        assert_eq!(s.root.as_ref().unwrap().path, ROOTFS);
+    }
+
+    #[test]
+    fn privileged_gets_everything_and_runc_the_units_cgroup() {
+        let (mut c, img, p) = (config(), image(), pod());
+        c.security.privileged = true;
+        c.security.seccomp = Profile {
+            kind: ProfileKind::RuntimeDefault,
+            ..Default::default()
+        };
+        let mut i = input(&c, &img, &p);
+        i.runtime = RuntimeKind::Runc;
+        i.host_devices = vec![LinuxDevice {
+            path: "/dev/sda".into(),
+            type_: "b".into(),
+            major: 8,
+            ..Default::default()
+        }];
+        let s = build(&i).unwrap();
+        let l = s.linux.as_ref().unwrap();
+        assert!(l.seccomp.is_none() && l.masked_paths.is_empty() && l.readonly_paths.is_empty());
+        assert_eq!(l.devices.len(), 1);
+        assert_eq!(
+            l.cgroups_path.as_deref(),
+            Some("/podscope.slice/podscope-ctr-x.service")
+        );
+        let allow = &l.resources.as_ref().unwrap().devices;
+        assert_eq!(allow.len(), 1);
+        assert!(allow[0].allow && allow[0].type_.is_none());
+        let caps = &s
+            .process
+            .as_ref()
+            .unwrap()
+            .capabilities
+            .as_ref()
+            .unwrap()
+            .bounding;
+        assert_eq!(caps.len(), caps::ALL.len());
+        let sys = s.mounts.iter().find(|m| m.destination == "/sys").unwrap();
+        assert!(!sys.options.contains(&"ro".to_owned()));
+    }
+
+    #[test]
+    fn cri_mounts_replace_pod_files_and_set_propagation() {
+        let (mut c, img, p) = (config(), image(), pod());
+        c.mounts = vec![
+            ContainerMount {
+                container_path: "/data/sub".into(),
+                host_path: "/srv/sub".into(),
+                ..Default::default()
+            },
+            ContainerMount {
+                container_path: "/etc/hosts".into(),
+                host_path: "/var/lib/kubelet/pods/u/etc-hosts".into(),
+                ..Default::default()
+            },
+            ContainerMount {
+                container_path: "/data".into(),
+                host_path: "/srv".into(),
+                readonly: true,
+                propagation: Propagation::HostToContainer,
+            },
+        ];
+        let s = build(&input(&c, &img, &p)).unwrap();
+        let hosts: Vec<_> = s
+            .mounts
+            .iter()
+            .filter(|m| m.destination == "/etc/hosts")
+            .collect();
+        assert_eq!(hosts.len(), 1);
+        assert_eq!(
+            hosts[0].source.as_deref(),
+            Some("/var/lib/kubelet/pods/u/etc-hosts")
+        );
+        let data = s
+            .mounts
+            .iter()
+            .position(|m| m.destination == "/data")
+            .unwrap();
+        let sub = s
+            .mounts
+            .iter()
+            .position(|m| m.destination == "/data/sub")
+            .unwrap();
+        assert!(data < sub, "parents first");
+        assert!(s.mounts[data].options.contains(&"ro".to_owned()));
+        assert!(s.mounts[data].options.contains(&"rslave".to_owned()));
+        assert_eq!(
+            s.linux.as_ref().unwrap().rootfs_propagation.as_deref(),
+            Some("rslave")
+        );
+    }
+
+    #[test]
+    fn pid_modes_and_host_ipc() {
+        let (mut c, img, mut p) = (config(), image(), pod());
+        p.host_ipc = true;
+        p.netns_path = None;
+        c.security.pid_namespace = NamespaceMode::Pod;
+        let s = build(&input(&c, &img, &p)).unwrap();
+        let ns = &s.linux.as_ref().unwrap().namespaces;
+        assert!(!ns
+            .iter()
+            .any(|n| n.type_ == NamespaceType::Ipc || n.type_ == NamespaceType::Network));
+        let pid = ns.iter().find(|n| n.type_ == NamespaceType::Pid).unwrap();
+        assert_eq!(pid.path.as_deref(), Some("/proc/42/ns/pid"));
+        c.security.pid_namespace = NamespaceMode::Node;
+        let s = build(&input(&c, &img, &p)).unwrap();
+        assert!(!s
+            .linux
+            .unwrap()
+            .namespaces
+            .iter()
+            .any(|n| n.type_ == NamespaceType::Pid));
+        let mut i = input(&c, &img, &p);
+        i.pid_target = Some(77);
+        let s = build(&i).unwrap();
+        let pid = s
+            .linux
+            .unwrap()
+            .namespaces
+            .into_iter()
+            .find(|n| n.type_ == NamespaceType::Pid)
+            .unwrap();
+        assert_eq!(pid.path.as_deref(), Some("/proc/77/ns/pid"));
+    }
+
+    #[test]
+    fn devices_are_allowed_with_their_permissions() {
+        let (c, img, p) = (config(), image(), pod());
+        let mut i = input(&c, &img, &p);
+        i.devices = vec![(
+            LinuxDevice {
+                path: "/dev/fuse".into(),
+                type_: "c".into(),
+                major: 10,
+                minor: 229,
+                ..Default::default()
+            },
+            "/dev/myfuse".into(),
+            "rw".into(),
+        )];
+        let s = build(&i).unwrap();
+        let l = s.linux.unwrap();
+        assert_eq!(l.devices[0].path, "/dev/myfuse");
+        assert_eq!((l.devices[0].major, l.devices[0].minor), (10, 229));
+    }
+
+    #[test]
+    fn signals_by_name_or_number() {
+        assert_eq!(parse_signal("SIGQUIT"), Some(libc::SIGQUIT));
+        assert_eq!(parse_signal("term"), Some(libc::SIGTERM));
+        assert_eq!(parse_signal("9"), Some(9));
+        assert_eq!(parse_signal("SIGRTMIN+3"), Some(libc::SIGRTMIN() + 3));
+        assert_eq!(parse_signal("NOPE"), None);
+        assert_eq!(parse_signal("0"), None);
+    }
+}

@@ -1,0 +1,503 @@
+//! StartContainer: the log pipes made and also held by the pod's init, the
+//! log file opened (as the host sees it), the pod's /dev/shm and the
+//! container's root mounted, the OOM watch set, then the unit started: the
+//! OCI runtime's `run -d` leaves the container's process as the unit's main
+//! process: Running. A failure undoes it all and leaves the container
+//! Exited with reason StartError and the runtime's own message.
+
+use super::*;
+use crate::domain::container::REASON_START_ERROR;
+use logs::Stream;
+use std::os::fd::{AsFd, OwnedFd};
+
+/// How long the runtime may take to hand over a TTY container's terminal.
+const CONSOLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A start in progress: what to undo if it fails.
+#[derive(Default)]
+struct Started {
+    unit: bool,
+    rootfs: bool,
+    held: bool,
+    live: Option<Live>,
+}
+
+impl<S: SystemdClient + Clone> Containers<S> {
+    /// Start a created container: Running.
+    pub async fn start(&self, entry: &Arc<ContainerEntry>) -> Result<()> {
+        let pod_id = entry.with(|c| c.pod_id.clone());
+        let pod = self
+            .pods
+            .get(&pod_id)
+            .ok_or_else(|| Error::not_found(format!("sandbox {pod_id} is gone")))?;
+        let _gate = pod.members.read().await;
+        let _op = entry.op.lock().await;
+        if entry.is_removed() {
+            return Err(Error::not_found(format!(
+                "no container with id {}",
+                entry.id
+            )));
+        }
+        let c = entry.snapshot();
+        match c.state {
+            ContainerState::Created => {}
+            ContainerState::Running => {
+                return Err(Error::invalid_state(format!(
+                    "container {} is already running",
+                    c.id
+                )))
+            }
+            ContainerState::Exited | ContainerState::Unknown => {
+                return Err(Error::invalid_state(format!(
+                    "container {} has exited; a container is started once (create a new one)",
+                    c.id
+                )))
+            }
+        }
+        let sb = pod.snapshot();
+        self.ready_pod(&sb)?;
+        let t0 = std::time::Instant::now();
+        let mut started = Started::default();
+        match self.start_steps(&c, &sb, &mut started).await {
+            Ok(next) => {
+                let live = started
+                    .live
+                    .take()
+                    .expect("a started container has its readers");
+                self.live.lock().unwrap().insert(c.id.clone(), live);
+                if let Err(e) = self.persist(entry, next) {
+                    let e = e.context(format!("container {}: start: save checkpoint", c.id));
+                    self.fail_start(
+                        entry,
+                        Started {
+                            unit: true,
+                            rootfs: true,
+                            held: true,
+                            live: None,
+                        },
+                        &e,
+                    )
+                    .await;
+                    return Err(e);
+                }
+                failpoint::hit(failpoint::CTR_START_DONE);
+                info!(
+                    event = crate::logging::event::CONTAINER_STARTED,
+                    container_id = %c.id,
+                    sandbox_id = %c.pod_id,
+                    unit = %c.unit(),
+                    main_pid = entry.with(|c| c.main_pid),
+                    elapsed_us = t0.elapsed().as_micros() as u64,
+                    "container {} ({}) started in {} µs",
+                    c.id,
+                    c.config.name,
+                    t0.elapsed().as_micros()
+                );
+                self.emit(Event::ContainerChanged(c.id.clone()));
+                // A container quicker than its start (it exited already)
+                // is recorded so now; its unit's events may be in the past.
+                if let Err(e) = self.observe_exit(entry).await {
+                    warn!(container_id = %c.id, "container {}: {e}", c.id);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.fail_start(entry, started, &e).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn start_steps(
+        &self,
+        c: &Container,
+        sb: &Sandbox,
+        st: &mut Started,
+    ) -> Result<Container> {
+        let ctx = |step: &str| format!("container {} ({}): start: {step}", c.id, c.config.name);
+        let (handler_name, handler) = self.runtime_of(sb)?;
+        let run_dir = self.run_dir(&c.id);
+        if let Err(e) = std::fs::create_dir_all(&run_dir) {
+            return Err(Error::io(
+                format!("{}: create {}", ctx("run directory"), run_dir.display()),
+                e,
+            ));
+        }
+        let runtime_log = run_dir.join("runtime.log");
+        let _ = std::fs::remove_file(&runtime_log);
+
+        // The log file, where the host sees it (kubelet's /var/log/pods,
+        // a client's /tmp).
+        let file = match c.log_path.as_str() {
+            "" => None,
+            p => Some(std::fs::File::from(
+                self.hostns.open_append(Path::new(p)).await.map_err(|e| {
+                    Error::invalid(
+                        "log_path",
+                        format!("{p}: the log file cannot be written: {e}"),
+                    )
+                    .context(ctx("log file"))
+                })?,
+            )),
+        };
+        let log = LogFile::new(file);
+
+        // Pipes: the write ends go to systemd for the unit, the read ends
+        // are read here and held by the pod's init as well.
+        let io = |what: &'static str| {
+            move |e: std::io::Error| Error::io(format!("{}: {what}", ctx("pipes")), e)
+        };
+        let (out_r, out_w) = logs::pipe().map_err(io("stdout"))?;
+        let (err_r, err_w) = logs::pipe().map_err(io("stderr"))?;
+        let stdin = if c.config.stdin {
+            Some(logs::pipe().map_err(io("stdin"))?)
+        } else {
+            None
+        };
+        let mut hold: Vec<std::os::fd::BorrowedFd<'_>> = vec![out_r.as_fd(), err_r.as_fd()];
+        if let Some((_, w)) = &stdin {
+            hold.push(w.as_fd());
+        }
+        let sock = holder::socket_path(&self.pod_dir(&sb.id));
+        let name = Self::holding(&c.id);
+        let held: Vec<OwnedFd> = hold
+            .iter()
+            .map(|f| f.try_clone_to_owned())
+            .collect::<std::io::Result<_>>()
+            .map_err(io("duplicate"))?;
+        match tokio::task::spawn_blocking(move || {
+            let b: Vec<_> = held.iter().map(|f| f.as_fd()).collect();
+            holder::hold(&sock, &name, &b)
+        })
+        .await
+        {
+            Ok(Ok(())) => st.held = true,
+            Ok(Err(e)) => warn!(
+                container_id = %c.id,
+                "container {}: the pod's init does not hold its log pipes ({e}): a write while podscoped is stopped would find no reader",
+                c.id
+            ),
+            Err(e) => warn!(container_id = %c.id, "container {}: hold task: {e}", c.id),
+        }
+        let (tx, rx) = watch::channel(End::Running);
+        let mut readers = Vec::new();
+        for (fd, stream) in [(out_r, Stream::Stdout), (err_r, Stream::Stderr)] {
+            logs::set_nonblocking(&fd).map_err(io("non-blocking"))?;
+            readers.push(tokio::spawn(logs::read_stream(
+                fd,
+                stream,
+                log.clone(),
+                rx.clone(),
+            )));
+        }
+        let (stdin_r, stdin_w) = match stdin {
+            Some((r, w)) => (Some(r), Some(w)),
+            None => (None, None),
+        };
+        st.live = Some(Live {
+            end: tx,
+            log: log.clone(),
+            readers,
+            oom: None,
+            stdin: stdin_w,
+        });
+        failpoint::hit(failpoint::CTR_START_LOGS_READY);
+
+        if !pod_view(&self.settings, sb).host_ipc {
+            self.ensure_pod_shm(sb)
+                .await
+                .map_err(|e| e.context(ctx("the pod's /dev/shm")))?;
+        }
+        let dirs = rootfs::Dirs::of(&self.bundle(&c.id));
+        let layers: Vec<crate::image::reference::Digest> = c
+            .layers
+            .iter()
+            .map(|l| crate::image::reference::Digest::parse(l))
+            .collect::<Result<_>>()
+            .map_err(|e| {
+                Error::internal(format!("{}: a layer id in the record: {e}", ctx("root")))
+            })?;
+        st.rootfs = true;
+        rootfs::mount(&self.hostns, &self.images.store, &layers, &dirs)
+            .await
+            .map_err(|e| e.context(ctx("mount the root")))?;
+        failpoint::hit(failpoint::CTR_START_ROOTFS_MOUNTED);
+
+        match oom::watch(&self.hostns, self.oom_layout, &c.cgroup_path()).await {
+            Ok(w) => st.live.as_mut().expect("set above").oom = w,
+            Err(e) => warn!(container_id = %c.id, "container {}: no OOM watch: {e}", c.id),
+        }
+
+        let console = if c.config.tty {
+            let path = run_dir.join("console.sock");
+            let _ = std::fs::remove_file(&path);
+            let l = tokio::net::UnixListener::bind(&path).map_err(|e| {
+                Error::io(
+                    format!("{}: listen on {}", ctx("console socket"), path.display()),
+                    e,
+                )
+            })?;
+            Some((path, l))
+        } else {
+            None
+        };
+        let pid_file = run_dir.join("pid");
+        let props = unit::properties(unit::UnitSpec {
+            description: format!(
+                "podscope container {}/{} ({})",
+                c.pod_name,
+                c.config.name,
+                c.id.short()
+            ),
+            slice: &c.slice,
+            runtime: handler,
+            id: c.id.as_str(),
+            bundle: &dirs.bundle,
+            pid_file: &pid_file,
+            runtime_log: &runtime_log,
+            console_socket: console.as_ref().map(|(p, _)| p.as_path()),
+            stop_signal: c.stop_signal,
+            stdin: stdin_r.map(Arc::new),
+            stdout: Some(Arc::new(out_w)),
+            stderr: Some(Arc::new(err_w)),
+            devices: c
+                .config
+                .devices
+                .iter()
+                .map(|d| (d.host_path.clone(), d.permissions.clone()))
+                .collect(),
+            privileged: c.config.security.privileged,
+            start_timeout_usec: self.settings.start_timeout_ms * 1000,
+            limits: limit_properties(&c.resources),
+        });
+        let unit = c.unit();
+        let console_task = console.map(|(_, l)| tokio::spawn(receive_console(l)));
+        st.unit = true;
+        if let Err(e) = self
+            .systemd
+            .start_transient(&unit, props, self.settings.start_timeout())
+            .await
+        {
+            // The runtime's own words say why (a command not found in the
+            // image, a mount it could not make).
+            let said = std::fs::read_to_string(&runtime_log).unwrap_or_default();
+            let said = runtime_message(&said).unwrap_or_else(|| log.tail());
+            return Err(if said.is_empty() {
+                e.context(ctx("unit"))
+            } else {
+                Error::new(
+                    ErrorKind::RuntimeFailed,
+                    format!("{}: runtime {handler_name}: {said}", ctx("run")),
+                )
+            });
+        }
+        failpoint::hit(failpoint::CTR_START_UNIT_STARTED);
+
+        if let Some(task) = console_task {
+            let master = tokio::time::timeout(CONSOLE_TIMEOUT, task)
+                .await
+                .map_err(|_| {
+                    Error::timeout(format!("{}: the runtime sent no terminal", ctx("console")))
+                })?
+                .map_err(|e| Error::internal(format!("{}: {e}", ctx("console"))))?
+                .map_err(|e| Error::io(ctx("console"), e))?;
+            let dup = master.try_clone().map_err(io("terminal"))?;
+            let sock = holder::socket_path(&self.pod_dir(&sb.id));
+            let name = format!("{}-tty", Self::holding(&c.id));
+            let _ = tokio::task::spawn_blocking(move || holder::hold(&sock, &name, &[dup.as_fd()]))
+                .await;
+            logs::set_nonblocking(&master).map_err(io("terminal"))?;
+            let live = st.live.as_mut().expect("set above");
+            live.readers.push(tokio::spawn(logs::read_stream(
+                master,
+                Stream::Stdout,
+                log.clone(),
+                live.end.subscribe(),
+            )));
+        }
+
+        let status = self
+            .systemd
+            .service_status(&unit)
+            .await
+            .map_err(|e| e.context(ctx("read the unit")))?;
+        let mut next = c.clone();
+        next.state = ContainerState::Running;
+        next.started_at = status
+            .as_ref()
+            .map(|s| s.exec_main_start_usec)
+            .filter(|t| *t > 0)
+            .unwrap_or_else(crate::domain::sandbox::now_usec);
+        next.main_pid = status.map(|s| s.main_pid).unwrap_or(0);
+        Ok(next)
+    }
+
+    /// Undo a start that failed, and record it: Exited, StartError.
+    async fn fail_start(&self, entry: &ContainerEntry, st: Started, cause: &Error) {
+        let c = entry.snapshot();
+        let unit = c.unit();
+        if st.unit {
+            if let Err(e) = self
+                .systemd
+                .stop_unit(&unit, self.settings.stop_timeout())
+                .await
+            {
+                warn!(container_id = %c.id, "container {}: cleaning up after a failed start: {e}", c.id);
+            }
+            let _ = self.systemd.reset_failed(&unit).await;
+        }
+        if st.rootfs {
+            if let Err(e) =
+                rootfs::unmount(&self.hostns, &rootfs::Dirs::of(&self.bundle(&c.id))).await
+            {
+                warn!(container_id = %c.id, "container {}: cleaning up after a failed start: {e}", c.id);
+            }
+        }
+        let live = st.live.or_else(|| self.live.lock().unwrap().remove(&c.id));
+        if let Some(live) = live {
+            let _ = live.end.send(End::Drain);
+            for r in live.readers {
+                let _ = tokio::time::timeout(Duration::from_secs(5), r).await;
+            }
+        }
+        if st.held {
+            self.release_at_init(&c).await;
+        }
+        let mut next = c.clone();
+        next.mark_exited(ContainerExit {
+            code: 128,
+            reason: REASON_START_ERROR.into(),
+            message: cause.to_string(),
+            finished_at: crate::domain::sandbox::now_usec(),
+        });
+        if let Err(e) = self.persist(entry, next) {
+            warn!(container_id = %c.id, "container {}: recording its failed start: {e}", c.id);
+        }
+        self.emit(Event::ContainerChanged(c.id.clone()));
+    }
+
+    /// The pod's /dev/shm: a tmpfs of its own, mounted with its first
+    /// container (a pod with none needs none).
+    async fn ensure_pod_shm(&self, sb: &Sandbox) -> Result<()> {
+        let _one = self.shm_lock.lock().await;
+        let shm = files::shm_path(&self.settings.run_dir, &sb.id);
+        let dir = files::dir_of(&self.settings.run_dir, &sb.id);
+        let mounted = |p: &Path| {
+            use std::os::unix::fs::MetadataExt;
+            matches!((std::fs::metadata(&dir), std::fs::metadata(p)), (Ok(a), Ok(b)) if a.dev() != b.dev())
+        };
+        if mounted(&shm) {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&shm)
+            .map_err(|e| Error::io(format!("create {}", shm.display()), e))?;
+        self.hostns
+            .mount_tmpfs(
+                &shm,
+                &format!("mode=1777,size={}", self.settings.pod_shm_size),
+            )
+            .await
+    }
+}
+
+/// The container's limits as unit properties.
+pub(super) fn limit_properties(
+    r: &crate::domain::container::ContainerResources,
+) -> Vec<(&'static str, Prop)> {
+    let mut v: Vec<(&'static str, Prop)> =
+        crate::domain::resources::scope_properties(&r.as_pod_resources(), &Default::default())
+            .into_iter()
+            .map(|(k, v)| (k, Prop::U64(v)))
+            .collect();
+    if r.cpu_period > 0 && r.cpu_quota > 0 {
+        v.push(("CPUQuotaPeriodUSec", Prop::U64(r.cpu_period)));
+    }
+    if let Some(mask) = unit::cpu_mask(&r.cpuset_cpus).filter(|m| !m.is_empty()) {
+        v.push(("AllowedCPUs", Prop::Bytes(mask)));
+    }
+    if let Some(mask) = unit::cpu_mask(&r.cpuset_mems).filter(|m| !m.is_empty()) {
+        v.push(("AllowedMemoryNodes", Prop::Bytes(mask)));
+    }
+    v
+}
+
+/// The runtime's message from its `--log` file: crun writes plain lines,
+/// runc JSON (`{"level":"error","msg":"..."}`); the last error wins.
+pub(super) fn runtime_message(log: &str) -> Option<String> {
+    let mut last = None;
+    for line in log.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
+            if let Some(m) = v.get("msg").and_then(|m| m.as_str()) {
+                if v.get("level").and_then(|l| l.as_str()) != Some("debug") {
+                    last = Some(m.to_owned());
+                }
+                continue;
+            }
+        }
+        last = Some(line.to_owned());
+    }
+    last
+}
+
+/// Accept the runtime's connection on the console socket and take the
+/// terminal's master it sends.
+async fn receive_console(l: tokio::net::UnixListener) -> std::io::Result<OwnedFd> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+    let (stream, _) = l.accept().await?;
+    loop {
+        stream.readable().await?;
+        let r = stream.try_io(tokio::io::Interest::READABLE, || {
+            let mut buf = [0u8; 4096];
+            let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+            let mut cspace = nix::cmsg_space!([RawFd; 1]);
+            let msg = recvmsg::<()>(
+                stream.as_raw_fd(),
+                &mut iov,
+                Some(&mut cspace),
+                MsgFlags::MSG_CMSG_CLOEXEC,
+            )
+            .map_err(std::io::Error::from)?;
+            for c in msg.cmsgs().map_err(std::io::Error::from)? {
+                if let ControlMessageOwned::ScmRights(fds) = c {
+                    if let Some(fd) = fds.first() {
+                        // SAFETY: a descriptor the kernel just gave us.
+                        return Ok(Some(unsafe { OwnedFd::from_raw_fd(*fd) }));
+                    }
+                }
+            }
+            if msg.bytes == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the runtime closed the console socket without a terminal",
+                ));
+            }
+            Ok(None)
+        });
+        match r {
+            Ok(Some(fd)) => return Ok(fd),
+            Ok(None) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn runtime_messages_from_either_runtime() {
+        assert_eq!(
+            super::runtime_message(
+                "executable file `nope` not found in $PATH: No such file or directory\n"
+            ),
+            Some("executable file `nope` not found in $PATH: No such file or directory".into())
+        );
+        let runc = "{\"level\":\"debug\",\"msg\":\"nsexec\"}\n{\"level\":\"error\",\"msg\":\"runc run failed: exec: \\\"nope\\\": executable file not found\"}\n";
+        assert_eq!(
+            super::runtime_message(runc),
+            Some("runc run failed: exec: \"nope\": executable file not found".into())
+        );
+        assert_eq!(super::runtime_message("\n"), None);
+    }
+}

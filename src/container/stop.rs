@@ -1,0 +1,121 @@
+//! StopContainer: the stop signal to the container's main process (the
+//! image's StopSignal, else SIGTERM), SIGKILL to everything in its unit
+//! once the timeout has passed, and the exit recorded: Exited.
+
+use super::*;
+use std::time::Instant;
+
+/// How often a waiting Stop looks at the unit even without a signal from
+/// systemd (a signal lost with a reconnect must not hold it).
+const RECHECK: Duration = Duration::from_millis(250);
+/// How long a SIGKILLed container may take to go.
+const KILL_GRACE: Duration = Duration::from_secs(10);
+
+impl<S: SystemdClient + Clone> Containers<S> {
+    /// Stop a running container; one not running is stopped already.
+    pub async fn stop(&self, entry: &Arc<ContainerEntry>, timeout_secs: i64) -> Result<()> {
+        let _op = entry.op.lock().await;
+        if entry.is_removed() {
+            return Err(Error::not_found(format!(
+                "no container with id {}",
+                entry.id
+            )));
+        }
+        self.stop_locked(entry, timeout_secs).await
+    }
+
+    pub(super) async fn stop_locked(
+        &self,
+        entry: &ContainerEntry,
+        timeout_secs: i64,
+    ) -> Result<()> {
+        let c = entry.snapshot();
+        if c.state != ContainerState::Running {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        let unit = c.unit();
+        let ctx = || format!("container {} ({}): stop", c.id, c.config.name);
+        let waker = self.waker(&c.id);
+        let mut ended = false;
+        if timeout_secs > 0 {
+            let notified = waker.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            self.systemd
+                .kill_main(&unit, c.stop_signal)
+                .await
+                .with_context(ctx)?;
+            failpoint::hit(failpoint::CTR_STOP_SIGNALLED);
+            ended = self
+                .wait_for_exit(
+                    &unit,
+                    &waker,
+                    notified,
+                    Duration::from_secs(timeout_secs as u64),
+                )
+                .await
+                .with_context(ctx)?;
+        }
+        if !ended {
+            let notified = waker.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            self.systemd
+                .kill_unit(&unit, libc::SIGKILL)
+                .await
+                .with_context(ctx)?;
+            failpoint::hit(failpoint::CTR_STOP_SIGNALLED);
+            if !self
+                .wait_for_exit(&unit, &waker, notified, KILL_GRACE)
+                .await
+                .with_context(ctx)?
+            {
+                return Err(Error::timeout(format!(
+                    "{}: its process is still there {} s after SIGKILL",
+                    ctx(),
+                    KILL_GRACE.as_secs()
+                )));
+            }
+        }
+        self.observe_exit(entry).await.with_context(ctx)?;
+        failpoint::hit(failpoint::CTR_STOP_DONE);
+        info!(
+            event = crate::logging::event::CONTAINER_STOPPED,
+            container_id = %c.id,
+            sandbox_id = %c.pod_id,
+            elapsed_us = t0.elapsed().as_micros() as u64,
+            "container {} ({}) stopped in {} µs",
+            c.id,
+            c.config.name,
+            t0.elapsed().as_micros()
+        );
+        Ok(())
+    }
+
+    /// Wait until the unit's main process has ended, at most `limit`:
+    /// woken by the unit's events, looking again every RECHECK anyway.
+    async fn wait_for_exit<'w>(
+        &self,
+        unit: &str,
+        waker: &'w Notify,
+        mut notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'w>>,
+        limit: Duration,
+    ) -> Result<bool> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            match self.systemd.service_status(unit).await? {
+                None => return Ok(true),
+                Some(s) if s.main_exited() => return Ok(true),
+                Some(_) => {}
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            let _ = tokio::time::timeout((deadline - now).min(RECHECK), notified.as_mut()).await;
+            notified.set(waker.notified());
+            notified.as_mut().enable();
+        }
+    }
+}

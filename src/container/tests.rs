@@ -1,0 +1,1 @@
+//! The container verbs against a fake systemd.

@@ -1,0 +1,59 @@
+//! UpdateContainerResources: new limits as unit properties
+//! (SetUnitProperties), so `systemctl show` tells the truth, and recorded.
+
+use super::*;
+use crate::domain::container::ContainerResources;
+
+impl<S: SystemdClient + Clone> Containers<S> {
+    pub async fn update_resources(
+        &self,
+        entry: &Arc<ContainerEntry>,
+        resources: ContainerResources,
+    ) -> Result<()> {
+        resources.validate("resources")?;
+        let _op = entry.op.lock().await;
+        if entry.is_removed() {
+            return Err(Error::not_found(format!(
+                "no container with id {}",
+                entry.id
+            )));
+        }
+        let c = entry.snapshot();
+        if matches!(c.state, ContainerState::Exited | ContainerState::Unknown) {
+            return Err(Error::invalid_state(format!(
+                "container {} has exited; its resources cannot change",
+                c.id
+            )));
+        }
+        if c.state == ContainerState::Running {
+            // Every limit, those no longer wanted reset to none.
+            let mut props: Vec<(&'static str, Prop)> =
+                crate::domain::resources::scope_property_updates(
+                    &resources.as_pod_resources(),
+                    &Default::default(),
+                )
+                .into_iter()
+                .filter(|(k, _)| *k != "TasksMax")
+                .map(|(k, v)| (k, Prop::U64(v)))
+                .collect();
+            let have: Vec<&'static str> = props.iter().map(|(k, _)| *k).collect();
+            props.extend(
+                start::limit_properties(&resources)
+                    .into_iter()
+                    .filter(|(k, _)| !have.contains(k)),
+            );
+            let unit = c.unit();
+            self.systemd
+                .set_properties(&unit, props)
+                .await
+                .with_context(|| format!("container {}: update resources of {unit}", c.id))?;
+        }
+        let mut next = c.clone();
+        next.resources = resources;
+        self.persist(entry, next)
+            .with_context(|| format!("container {}: update resources: save checkpoint", c.id))?;
+        info!(container_id = %c.id, "container {}: resources updated", c.id);
+        self.emit(Event::ContainerChanged(c.id.clone()));
+        Ok(())
+    }
+}

@@ -1,0 +1,807 @@
+//! The CRI container calls, translated: CreateContainerRequest → the
+//! daemon's `ContainerConfig` (its errors renamed to CRI's field paths),
+//! its statuses and listings back into CRI's messages, container stats
+//! from the unit's cgroup, and GetContainerEvents from the daemon's
+//! container signals. No state of its own.
+
+use super::errors::{is_not_found, status_of};
+use super::runtime::{detached, now_ns, Cri};
+use super::stats::{self, CpuRates};
+use crate::api::container::{ContainerFilter, ContainerOptions, ContainerStatus, ContainerSummary};
+use crate::domain::container::ContainerState;
+use crate::domain::container::{
+    ContainerConfig, ContainerDevice, ContainerMount, ContainerResources, HugepageLimit, Profile,
+    ProfileKind, Propagation, SecurityContext,
+};
+use crate::domain::NamespaceMode;
+use k8s_cri::v1 as cri;
+use std::collections::HashMap;
+use tonic::Status;
+
+fn invalid(field: &str, why: impl std::fmt::Display) -> Status {
+    Status::invalid_argument(format!("{field}: {why}"))
+}
+
+/// CRI's `SecurityProfile`, or the deprecated profile path that older
+/// kubelets (and kubelet alongside the new field) send.
+fn profile(p: Option<&cri::SecurityProfile>, legacy: &str, field: &str) -> Result<Profile, Status> {
+    if let Some(p) = p {
+        let kind = match cri::security_profile::ProfileType::try_from(p.profile_type) {
+            Ok(cri::security_profile::ProfileType::RuntimeDefault) => ProfileKind::RuntimeDefault,
+            Ok(cri::security_profile::ProfileType::Unconfined) => ProfileKind::Unconfined,
+            Ok(cri::security_profile::ProfileType::Localhost) => ProfileKind::Localhost,
+            Err(_) => {
+                return Err(invalid(
+                    field,
+                    format!("{} is not a profile type", p.profile_type),
+                ))
+            }
+        };
+        return Ok(Profile {
+            kind,
+            localhost_ref: p.localhost_ref.clone(),
+        });
+    }
+    Ok(match legacy {
+        "" | "unconfined" => Profile::default(),
+        "runtime/default" | "docker/default" => Profile {
+            kind: ProfileKind::RuntimeDefault,
+            localhost_ref: String::new(),
+        },
+        l if l.starts_with("localhost/") => Profile {
+            kind: ProfileKind::Localhost,
+            localhost_ref: l.trim_start_matches("localhost").to_owned(),
+        },
+        other => return Err(invalid(field, format!("{other:?} is not a profile"))),
+    })
+}
+
+fn uid_of(field: &str, v: Option<&cri::Int64Value>) -> Result<Option<u32>, Status> {
+    v.map(|v| {
+        u32::try_from(v.value)
+            .map_err(|_| invalid(field, format!("{} is not a uid or gid", v.value)))
+    })
+    .transpose()
+}
+
+/// CreateContainerRequest's config as the daemon's.
+pub fn config_from_request(req: &cri::CreateContainerRequest) -> Result<ContainerConfig, Status> {
+    let c = req
+        .config
+        .as_ref()
+        .ok_or_else(|| invalid("config", "missing"))?;
+    let meta = c
+        .metadata
+        .as_ref()
+        .ok_or_else(|| invalid("config.metadata", "missing"))?;
+    let image = c
+        .image
+        .as_ref()
+        .map(|i| i.image.clone())
+        .filter(|i| !i.is_empty())
+        .ok_or_else(|| invalid("config.image.image", "must not be empty"))?;
+    let linux = c.linux.clone().unwrap_or_default();
+    let r = linux.resources.unwrap_or_default();
+    let sc = linux.security_context.unwrap_or_default();
+    const SC: &str = "config.linux.security_context";
+    let caps = sc.capabilities.clone().unwrap_or_default();
+    let ns = sc.namespace_options.clone().unwrap_or_default();
+    let pid_namespace = match cri::NamespaceMode::try_from(ns.pid) {
+        Ok(cri::NamespaceMode::Pod) => NamespaceMode::Pod,
+        Ok(cri::NamespaceMode::Node) => NamespaceMode::Node,
+        Ok(cri::NamespaceMode::Container) | Ok(cri::NamespaceMode::Target) => {
+            NamespaceMode::Container
+        }
+        Err(_) => {
+            return Err(invalid(
+                &format!("{SC}.namespace_options.pid"),
+                format!("{} is not a mode", ns.pid),
+            ))
+        }
+    };
+    let pid_target = if cri::NamespaceMode::try_from(ns.pid) == Ok(cri::NamespaceMode::Target) {
+        if ns.target_id.is_empty() {
+            return Err(invalid(
+                &format!("{SC}.namespace_options.target_id"),
+                "TARGET needs a target_id",
+            ));
+        }
+        ns.target_id.clone()
+    } else {
+        String::new()
+    };
+    let propagation = |i: usize, v: i32| match cri::MountPropagation::try_from(v) {
+        Ok(cri::MountPropagation::PropagationPrivate) => Ok(Propagation::Private),
+        Ok(cri::MountPropagation::PropagationHostToContainer) => Ok(Propagation::HostToContainer),
+        Ok(cri::MountPropagation::PropagationBidirectional) => Ok(Propagation::Bidirectional),
+        Err(_) => Err(invalid(
+            &format!("config.mounts[{i}].propagation"),
+            format!("{v} is not a propagation"),
+        )),
+    };
+    let mut mounts = Vec::new();
+    for (i, m) in c.mounts.iter().enumerate() {
+        mounts.push(ContainerMount {
+            container_path: m.container_path.clone(),
+            host_path: m.host_path.clone(),
+            readonly: m.readonly,
+            propagation: propagation(i, m.propagation)?,
+        });
+    }
+    let paths = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
+    // kubelet 1.26 still fills the deprecated profile strings beside the
+    // new fields; older clients only those.
+    #[allow(deprecated)]
+    let (legacy_seccomp, legacy_apparmor) =
+        (sc.seccomp_profile_path.clone(), sc.apparmor_profile.clone());
+    let config = ContainerConfig {
+        name: meta.name.clone(),
+        attempt: meta.attempt,
+        image,
+        command: c.command.clone(),
+        args: c.args.clone(),
+        working_dir: c.working_dir.clone(),
+        envs: c
+            .envs
+            .iter()
+            .map(|kv| format!("{}={}", kv.key, kv.value))
+            .collect(),
+        mounts,
+        devices: c
+            .devices
+            .iter()
+            .map(|d| ContainerDevice {
+                container_path: d.container_path.clone(),
+                host_path: d.host_path.clone(),
+                permissions: d.permissions.clone(),
+            })
+            .collect(),
+        labels: c.labels.clone().into_iter().collect(),
+        annotations: c.annotations.clone().into_iter().collect(),
+        log_path: c.log_path.clone(),
+        stdin: c.stdin,
+        stdin_once: c.stdin_once,
+        tty: c.tty,
+        resources: resources_from(&r)?,
+        security: SecurityContext {
+            privileged: sc.privileged,
+            capabilities_add: caps.add_capabilities.clone(),
+            capabilities_drop: caps.drop_capabilities.clone(),
+            run_as_user: uid_of(&format!("{SC}.run_as_user"), sc.run_as_user.as_ref())?,
+            run_as_username: sc.run_as_username.clone(),
+            run_as_group: uid_of(&format!("{SC}.run_as_group"), sc.run_as_group.as_ref())?,
+            supplemental_groups: sc
+                .supplemental_groups
+                .iter()
+                .map(|g| {
+                    u32::try_from(*g).map_err(|_| {
+                        invalid(
+                            &format!("{SC}.supplemental_groups"),
+                            format!("{g} is not a gid"),
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+            readonly_rootfs: sc.readonly_rootfs,
+            no_new_privs: sc.no_new_privs,
+            masked_paths: paths(&sc.masked_paths),
+            readonly_paths: paths(&sc.readonly_paths),
+            seccomp: profile(
+                sc.seccomp.as_ref(),
+                &legacy_seccomp,
+                &format!("{SC}.seccomp"),
+            )?,
+            apparmor: profile(
+                sc.apparmor.as_ref(),
+                &legacy_apparmor,
+                &format!("{SC}.apparmor"),
+            )?,
+            pid_namespace,
+            pid_target,
+        },
+    };
+    config
+        .validate()
+        .map_err(|e| Status::invalid_argument(format!("config.{e}")))?;
+    Ok(config)
+}
+
+/// CRI's `LinuxContainerResources` as the daemon's.
+pub fn resources_from(r: &cri::LinuxContainerResources) -> Result<ContainerResources, Status> {
+    let non_negative = |field: &str, v: i64| {
+        u64::try_from(v).or_else(|_| {
+            if v == -1 {
+                Ok(0)
+            } else {
+                Err(invalid(field, format!("{v} is negative")))
+            }
+        })
+    };
+    Ok(ContainerResources {
+        cpu_period: non_negative("resources.cpu_period", r.cpu_period)?,
+        cpu_quota: if r.cpu_quota < 0 {
+            0
+        } else {
+            r.cpu_quota as u64
+        },
+        cpu_shares: non_negative("resources.cpu_shares", r.cpu_shares)?,
+        memory_limit_in_bytes: non_negative(
+            "resources.memory_limit_in_bytes",
+            r.memory_limit_in_bytes,
+        )?,
+        memory_swap_limit_in_bytes: non_negative(
+            "resources.memory_swap_limit_in_bytes",
+            r.memory_swap_limit_in_bytes,
+        )?,
+        oom_score_adj: r.oom_score_adj,
+        cpuset_cpus: r.cpuset_cpus.clone(),
+        cpuset_mems: r.cpuset_mems.clone(),
+        hugepage_limits: r
+            .hugepage_limits
+            .iter()
+            .map(|h| HugepageLimit {
+                page_size: h.page_size.clone(),
+                limit: h.limit,
+            })
+            .collect(),
+        unified: r.unified.clone().into_iter().collect(),
+    })
+}
+
+fn resources_to(r: &crate::api::container::Resources) -> cri::LinuxContainerResources {
+    cri::LinuxContainerResources {
+        cpu_period: r.cpu_period as i64,
+        cpu_quota: r.cpu_quota as i64,
+        cpu_shares: r.cpu_shares as i64,
+        memory_limit_in_bytes: r.memory_limit_in_bytes as i64,
+        memory_swap_limit_in_bytes: r.memory_swap_limit_in_bytes as i64,
+        oom_score_adj: r.oom_score_adj,
+        cpuset_cpus: r.cpuset_cpus.clone(),
+        cpuset_mems: r.cpuset_mems.clone(),
+        hugepage_limits: r
+            .hugepage_limits
+            .iter()
+            .map(|h| cri::HugepageLimit {
+                page_size: h.page_size.clone(),
+                limit: h.limit,
+            })
+            .collect(),
+        unified: r.unified.clone().into_iter().collect(),
+    }
+}
+
+pub fn state_of(s: ContainerState) -> cri::ContainerState {
+    match s {
+        ContainerState::Created => cri::ContainerState::ContainerCreated,
+        ContainerState::Running => cri::ContainerState::ContainerRunning,
+        ContainerState::Exited => cri::ContainerState::ContainerExited,
+        ContainerState::Unknown => cri::ContainerState::ContainerUnknown,
+    }
+}
+
+fn state_from(v: i32) -> Result<ContainerState, Status> {
+    match cri::ContainerState::try_from(v) {
+        Ok(cri::ContainerState::ContainerCreated) => Ok(ContainerState::Created),
+        Ok(cri::ContainerState::ContainerRunning) => Ok(ContainerState::Running),
+        Ok(cri::ContainerState::ContainerExited) => Ok(ContainerState::Exited),
+        Ok(cri::ContainerState::ContainerUnknown) => Ok(ContainerState::Unknown),
+        Err(_) => Err(invalid(
+            "filter.state",
+            format!("{v} is not a container state"),
+        )),
+    }
+}
+
+fn ns(usec: u64) -> i64 {
+    (usec as i64).saturating_mul(1000)
+}
+
+pub fn container(s: &ContainerSummary) -> cri::Container {
+    cri::Container {
+        id: s.id.clone(),
+        pod_sandbox_id: s.pod_id.clone(),
+        metadata: Some(cri::ContainerMetadata {
+            name: s.name.clone(),
+            attempt: s.attempt,
+        }),
+        image: Some(cri::ImageSpec {
+            image: s.image.clone(),
+            ..Default::default()
+        }),
+        image_ref: s.image_ref.clone(),
+        state: state_of(s.state) as i32,
+        created_at: ns(s.created_at),
+        labels: s.labels.clone().into_iter().collect(),
+        annotations: s.annotations.clone().into_iter().collect(),
+        image_id: s.image_id.clone(),
+    }
+}
+
+pub fn container_status(s: &ContainerStatus) -> cri::ContainerStatus {
+    let propagation = |p: Propagation| match p {
+        Propagation::Private => cri::MountPropagation::PropagationPrivate,
+        Propagation::HostToContainer => cri::MountPropagation::PropagationHostToContainer,
+        Propagation::Bidirectional => cri::MountPropagation::PropagationBidirectional,
+    } as i32;
+    cri::ContainerStatus {
+        id: s.id.clone(),
+        metadata: Some(cri::ContainerMetadata {
+            name: s.name.clone(),
+            attempt: s.attempt,
+        }),
+        state: state_of(s.state) as i32,
+        created_at: ns(s.created_at),
+        started_at: ns(s.started_at),
+        finished_at: ns(s.finished_at),
+        exit_code: s.exit_code,
+        image: Some(cri::ImageSpec {
+            image: s.image.clone(),
+            ..Default::default()
+        }),
+        image_ref: s.image_ref.clone(),
+        reason: s.reason.clone(),
+        message: s.message.clone(),
+        labels: s.labels.clone().into_iter().collect(),
+        annotations: s.annotations.clone().into_iter().collect(),
+        mounts: s
+            .mounts
+            .iter()
+            .map(|m| cri::Mount {
+                container_path: m.container_path.clone(),
+                host_path: m.host_path.clone(),
+                readonly: m.readonly,
+                propagation: propagation(m.propagation),
+                ..Default::default()
+            })
+            .collect(),
+        log_path: s.log_path.clone(),
+        resources: Some(cri::ContainerResources {
+            linux: Some(resources_to(&s.resources)),
+            windows: None,
+        }),
+        image_id: s.image_id.clone(),
+        user: None,
+    }
+}
+
+/// ListContainers' filter as the daemon's, plus what it cannot filter
+/// itself.
+pub fn filter_from(f: &cri::ContainerFilter) -> Result<ContainerFilter, Status> {
+    let prefix = |field: &str, v: &str| -> Result<Option<String>, Status> {
+        if v.is_empty() {
+            return Ok(None);
+        }
+        crate::domain::id::validate_prefix_of("container", v).map_err(|e| invalid(field, e))?;
+        Ok(Some(v.to_owned()))
+    };
+    Ok(ContainerFilter {
+        id: prefix("filter.id", &f.id)?,
+        pod_id: prefix("filter.pod_sandbox_id", &f.pod_sandbox_id)?,
+        state: f.state.as_ref().map(|s| state_from(s.state)).transpose()?,
+        labels: (!f.label_selector.is_empty())
+            .then(|| f.label_selector.clone().into_iter().collect()),
+    })
+}
+
+/// A container's stats from its unit's cgroup and its writable layer;
+/// None when its cgroup is gone (not running).
+pub fn stats_of(
+    mounts: &stats::Mounts,
+    rates: &CpuRates,
+    s: &ContainerSummary,
+    timestamp: i64,
+) -> cri::ContainerStats {
+    let sample = if s.state == ContainerState::Running {
+        stats::read_cgroup(mounts, &s.cgroup)
+    } else {
+        None
+    };
+    let u64v = |value| Some(cri::UInt64Value { value });
+    let (bytes, inodes) =
+        crate::image::store::usage_of(std::path::Path::new(&s.upper_dir)).unwrap_or((0, 0));
+    let c = container(s);
+    cri::ContainerStats {
+        attributes: Some(cri::ContainerAttributes {
+            id: s.id.clone(),
+            metadata: c.metadata,
+            labels: c.labels,
+            annotations: c.annotations,
+        }),
+        cpu: Some(cri::CpuUsage {
+            timestamp,
+            usage_core_nano_seconds: sample.as_ref().and_then(|x| u64v(x.cpu_usage_ns)),
+            usage_nano_cores: sample
+                .as_ref()
+                .and_then(|x| rates.rate(&s.id, timestamp, x.cpu_usage_ns))
+                .and_then(u64v),
+        }),
+        memory: Some(cri::MemoryUsage {
+            timestamp,
+            working_set_bytes: sample.as_ref().and_then(|x| u64v(x.working_set())),
+            available_bytes: sample
+                .as_ref()
+                .and_then(|x| x.memory_limit.map(|l| l.saturating_sub(x.working_set())))
+                .and_then(u64v),
+            usage_bytes: sample.as_ref().and_then(|x| u64v(x.memory_usage)),
+            rss_bytes: sample.as_ref().and_then(|x| u64v(x.rss)),
+            page_faults: sample.as_ref().and_then(|x| u64v(x.page_faults)),
+            major_page_faults: sample.as_ref().and_then(|x| u64v(x.major_page_faults)),
+        }),
+        writable_layer: Some(cri::FilesystemUsage {
+            timestamp,
+            fs_id: Some(cri::FilesystemIdentifier {
+                mountpoint: s.upper_dir.clone(),
+            }),
+            used_bytes: u64v(bytes),
+            inodes_used: u64v(inodes),
+        }),
+        swap: None,
+    }
+}
+
+impl Cri {
+    pub(super) async fn create_container(
+        &self,
+        req: cri::CreateContainerRequest,
+    ) -> Result<String, Status> {
+        let pod = req.pod_sandbox_id.clone();
+        if pod.is_empty() {
+            return Err(invalid("pod_sandbox_id", "must not be empty"));
+        }
+        let config = config_from_request(&req)?;
+        let (name, attempt, image, options) = ContainerOptions::from_config(&config);
+        let (id, _) = self
+            .daemon
+            .rpc(|m| {
+                let (pod, name, image, options) = (&pod, &name, &image, &options);
+                async move { m.create_container(pod, name, attempt, image, options).await }
+            })
+            .await?;
+        Ok(id)
+    }
+
+    /// Start, Stop, Remove: run to completion even if the client goes.
+    pub(super) async fn container_verb(
+        self: std::sync::Arc<Self>,
+        verb: &'static str,
+        id: String,
+        timeout: i64,
+    ) -> Result<(), Status> {
+        if id.is_empty() {
+            return Err(invalid("container_id", "must not be empty"));
+        }
+        detached(async move {
+            let r = self
+                .daemon
+                .call(|m| {
+                    let id = &id;
+                    async move {
+                        match verb {
+                            "start" => m.start_container(id).await,
+                            "stop" => m.stop_container(id, timeout).await,
+                            _ => m.remove_container(id).await,
+                        }
+                    }
+                })
+                .await;
+            match r {
+                // Stop and Remove of what is gone are done, as CRI says.
+                Err(e) if verb != "start" && is_not_found(&e) => Ok(()),
+                r => r.map_err(|e| status_of(&e)),
+            }
+        })
+        .await
+    }
+
+    pub(super) async fn list_containers(
+        &self,
+        f: &cri::ContainerFilter,
+    ) -> Result<Vec<ContainerSummary>, Status> {
+        let filter = filter_from(f)?;
+        let fr = &filter;
+        self.daemon
+            .rpc(|m| async move { m.list_containers(fr).await })
+            .await
+    }
+
+    pub(super) async fn container_status(
+        &self,
+        id: &str,
+        verbose: bool,
+    ) -> Result<cri::ContainerStatusResponse, Status> {
+        if id.is_empty() {
+            return Err(invalid("container_id", "must not be empty"));
+        }
+        let (s, d) = self
+            .daemon
+            .rpc(|m| async move { m.container_status_with_dict(id).await })
+            .await?;
+        let mut info = HashMap::new();
+        if verbose {
+            info.insert("info".to_owned(), super::convert::dict_json(&d));
+        }
+        Ok(cri::ContainerStatusResponse {
+            status: Some(container_status(&s)),
+            info,
+        })
+    }
+
+    pub(super) async fn exec_sync(
+        &self,
+        req: cri::ExecSyncRequest,
+    ) -> Result<cri::ExecSyncResponse, Status> {
+        if req.container_id.is_empty() {
+            return Err(invalid("container_id", "must not be empty"));
+        }
+        if req.cmd.is_empty() {
+            return Err(invalid("cmd", "must not be empty"));
+        }
+        let timeout_ms = u64::try_from(req.timeout).unwrap_or(0).saturating_mul(1000);
+        let (id, cmd) = (&req.container_id, &req.cmd);
+        let r = self
+            .daemon
+            .long_rpc(|m| async move { m.exec_sync(id, cmd, timeout_ms).await })
+            .await?;
+        Ok(cri::ExecSyncResponse {
+            stdout: r.stdout,
+            stderr: r.stderr,
+            exit_code: r.exit_code,
+        })
+    }
+
+    pub(super) async fn update_container_resources(
+        &self,
+        req: cri::UpdateContainerResourcesRequest,
+    ) -> Result<(), Status> {
+        let r = resources_from(&req.linux.unwrap_or_default())?;
+        let wire: crate::api::container::Resources = r.into();
+        let (id, w) = (&req.container_id, &wire);
+        self.daemon
+            .rpc(|m| async move { m.update_container_resources(id, w).await })
+            .await
+    }
+
+    pub(super) async fn reopen_container_log(&self, id: &str) -> Result<(), Status> {
+        self.daemon
+            .rpc(|m| async move { m.reopen_container_log(id).await })
+            .await
+    }
+
+    pub(super) async fn container_stats(
+        &self,
+        ids: Option<&str>,
+        f: cri::ContainerStatsFilter,
+    ) -> Result<Vec<cri::ContainerStats>, Status> {
+        let filter = cri::ContainerFilter {
+            id: ids.map(str::to_owned).unwrap_or(f.id),
+            pod_sandbox_id: f.pod_sandbox_id,
+            label_selector: f.label_selector,
+            state: None,
+        };
+        let listed = self.list_containers(&filter).await?;
+        let mounts = stats::Mounts::read();
+        let ts = now_ns();
+        Ok(listed
+            .iter()
+            .filter(|s| s.state != ContainerState::Exited)
+            .map(|s| stats_of(&mounts, &self.rates, s, ts))
+            .collect())
+    }
+}
+
+/// Events for kubelet's Evented PLEG: each container signal of the daemon,
+/// with the pod's status and its containers' statuses as they are now.
+pub fn events(
+    cri: std::sync::Arc<Cri>,
+) -> tokio::sync::mpsc::Receiver<Result<cri::ContainerEventResponse, Status>> {
+    use futures_util::StreamExt;
+    let (tx, rx) = tokio::sync::mpsc::channel(256);
+    tokio::spawn(async move {
+        let client = match cri.daemon.signals_client().await {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = tx.send(Err(e)).await;
+                return;
+            }
+        };
+        let proxy = client.proxy().clone();
+        let (Ok(created), Ok(changed), Ok(removed)) = (
+            proxy.receive_container_created().await,
+            proxy.receive_container_state_changed().await,
+            proxy.receive_container_removed().await,
+        ) else {
+            let _ = tx
+                .send(Err(Status::unavailable(
+                    "cannot subscribe to the daemon's container signals",
+                )))
+                .await;
+            return;
+        };
+        enum Sig {
+            Created(String),
+            Changed(String, String),
+            Removed(String),
+        }
+        let created =
+            created.filter_map(|s| async move { s.args().ok().map(|a| Sig::Created(a.id)) });
+        let changed = changed
+            .filter_map(|s| async move { s.args().ok().map(|a| Sig::Changed(a.id, a.state)) });
+        let removed =
+            removed.filter_map(|s| async move { s.args().ok().map(|a| Sig::Removed(a.id)) });
+        let mut all = std::pin::pin!(futures_util::stream::select(
+            futures_util::stream::select(created, changed),
+            removed
+        ));
+        // Pods of removed containers, remembered from their statuses.
+        let mut pods: HashMap<String, String> = HashMap::new();
+        while let Some(sig) = all.next().await {
+            let (id, kind) = match sig {
+                Sig::Created(id) => (id, cri::ContainerEventType::ContainerCreatedEvent),
+                Sig::Changed(id, state) => match state.as_str() {
+                    "running" => (id, cri::ContainerEventType::ContainerStartedEvent),
+                    "exited" | "unknown" => (id, cri::ContainerEventType::ContainerStoppedEvent),
+                    _ => continue,
+                },
+                Sig::Removed(id) => (id, cri::ContainerEventType::ContainerDeletedEvent),
+            };
+            let pod_id = match client.container_status(&id).await {
+                Ok(s) => {
+                    pods.insert(id.clone(), s.pod_id.clone());
+                    Some(s.pod_id)
+                }
+                Err(_) => pods.remove(&id),
+            };
+            let (pod_status, statuses) = match &pod_id {
+                Some(p) => {
+                    let pod = client
+                        .status(p)
+                        .await
+                        .ok()
+                        .map(|s| super::convert::sandbox_status(&s));
+                    let listed = client
+                        .list_containers(&ContainerFilter {
+                            pod_id: Some(p.clone()),
+                            ..Default::default()
+                        })
+                        .await
+                        .unwrap_or_default();
+                    let mut statuses = Vec::new();
+                    for c in listed {
+                        if let Ok(s) = client.container_status(&c.id).await {
+                            statuses.push(container_status(&s));
+                        }
+                    }
+                    (pod, statuses)
+                }
+                None => (None, Vec::new()),
+            };
+            let ev = cri::ContainerEventResponse {
+                container_id: id,
+                container_event_type: kind as i32,
+                created_at: now_ns(),
+                pod_sandbox_status: pod_status,
+                containers_statuses: statuses,
+            };
+            if tx.send(Ok(ev)).await.is_err() {
+                return;
+            }
+        }
+        let _ = tx
+            .send(Err(Status::unavailable("the daemon's signals ended")))
+            .await;
+    });
+    rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(c: cri::ContainerConfig) -> cri::CreateContainerRequest {
+        cri::CreateContainerRequest {
+            pod_sandbox_id: "ab".into(),
+            config: Some(c),
+            sandbox_config: None,
+        }
+    }
+
+    fn base() -> cri::ContainerConfig {
+        cri::ContainerConfig {
+            metadata: Some(cri::ContainerMetadata {
+                name: "web".into(),
+                attempt: 1,
+            }),
+            image: Some(cri::ImageSpec {
+                image: "busybox".into(),
+                ..Default::default()
+            }),
+            command: vec!["sleep".into()],
+            envs: vec![cri::KeyValue {
+                key: "A".into(),
+                value: "1=2".into(),
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_request_becomes_the_daemons_config() {
+        let mut c = base();
+        c.linux = Some(cri::LinuxContainerConfig {
+            resources: Some(cri::LinuxContainerResources {
+                memory_limit_in_bytes: 1 << 26,
+                cpu_quota: -1,
+                ..Default::default()
+            }),
+            security_context: Some(cri::LinuxContainerSecurityContext {
+                run_as_user: Some(cri::Int64Value { value: 1000 }),
+                #[allow(deprecated)]
+                seccomp_profile_path: "runtime/default".into(),
+                namespace_options: Some(cri::NamespaceOption {
+                    pid: cri::NamespaceMode::Pod as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        });
+        let cfg = config_from_request(&request(c)).unwrap();
+        assert_eq!(
+            (cfg.name.as_str(), cfg.attempt, cfg.image.as_str()),
+            ("web", 1, "busybox")
+        );
+        assert_eq!(cfg.envs, ["A=1=2"]);
+        assert_eq!(cfg.resources.memory_limit_in_bytes, 1 << 26);
+        assert_eq!(cfg.resources.cpu_quota, 0);
+        assert_eq!(cfg.security.run_as_user, Some(1000));
+        assert_eq!(cfg.security.seccomp.kind, ProfileKind::RuntimeDefault);
+        assert_eq!(cfg.security.pid_namespace, NamespaceMode::Pod);
+        assert_eq!(cfg.security.masked_paths, None);
+    }
+
+    #[test]
+    fn bad_requests_name_their_field() {
+        let mut c = base();
+        c.image = None;
+        assert!(config_from_request(&request(c))
+            .unwrap_err()
+            .message()
+            .starts_with("config.image.image"));
+        let mut c = base();
+        c.linux = Some(cri::LinuxContainerConfig {
+            security_context: Some(cri::LinuxContainerSecurityContext {
+                run_as_user: Some(cri::Int64Value { value: -5 }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let e = config_from_request(&request(c)).unwrap_err();
+        assert!(e.message().contains("run_as_user"), "{}", e.message());
+        let mut c = base();
+        c.mounts = vec![cri::Mount {
+            container_path: "/x".into(),
+            host_path: "/srv/../etc".into(),
+            ..Default::default()
+        }];
+        let e = config_from_request(&request(c)).unwrap_err();
+        assert!(
+            e.message().starts_with("config.mounts[0].host_path"),
+            "{}",
+            e.message()
+        );
+    }
+
+    #[test]
+    fn legacy_profile_paths() {
+        assert_eq!(
+            profile(None, "localhost//var/lib/p.json", "f")
+                .unwrap()
+                .localhost_ref,
+            "/var/lib/p.json"
+        );
+        assert_eq!(
+            profile(None, "docker/default", "f").unwrap().kind,
+            ProfileKind::RuntimeDefault
+        );
+        assert!(profile(None, "weird", "f").is_err());
+    }
+}

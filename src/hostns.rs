@@ -1,0 +1,567 @@
+//! Work done in the host's mount namespace (PID 1's).
+//!
+//! podscoped runs in a mount namespace of its own: the file system is
+//! read-only but for its state (`ProtectSystem=strict`), `/tmp` is private
+//! and `/sys/fs/cgroup` read-only. That stays true for everything the
+//! daemon does itself. A few things must happen where the node sees them:
+//!
+//! - a container's root (an overlay of the image's layers) and a pod's
+//!   `/dev/shm` are mounted where the OCI runtime, which systemd starts in
+//!   the host's namespace, finds them; mounts made in the daemon's own
+//!   namespace would stay there;
+//! - the files a caller names are the host's: CRI log files (kubelet's
+//!   `/var/log/pods`, critest's `/tmp/...`), Localhost seccomp profiles;
+//! - cgroup v1 OOM notifications are registered by a write to the
+//!   container's `cgroup.event_control`.
+//!
+//! Each call forks a child that joins PID 1's mount namespace, does the
+//! prepared system calls and exits; file descriptors it opens come back
+//! over a socket pair. The child allocates nothing (everything is prepared
+//! before the fork), so forking the multi-threaded daemon is safe. This
+//! needs CAP_SYS_PTRACE (to open PID 1's namespace) and CAP_SYS_CHROOT (to
+//! join it), and nothing more than the daemon already has.
+
+use crate::error::{Error, Result};
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+/// PID 1's mount namespace.
+const HOST_MNT_NS: &str = "/proc/1/ns/mnt";
+
+/// The host's mount namespace, held open.
+pub struct HostNs {
+    mntns: Option<OwnedFd>,
+}
+
+/// One system call for the child, its strings made beforehand.
+enum Op {
+    Mount {
+        source: CString,
+        target: CString,
+        fstype: CString,
+        flags: libc::c_ulong,
+        data: Option<CString>,
+        /// A directory to change into first (overlay's relative lower
+        /// directories resolve there).
+        cwd: Option<CString>,
+    },
+    Unmount {
+        target: CString,
+    },
+    Open {
+        path: CString,
+        flags: libc::c_int,
+        mode: libc::mode_t,
+    },
+    Mkdir {
+        path: CString,
+        mode: libc::mode_t,
+    },
+    Write {
+        path: CString,
+        data: Vec<u8>,
+    },
+}
+
+/// One Mkdir per component of `dir`, outermost first.
+fn mkdirs(dir: &Path) -> Result<Vec<Op>> {
+    let mut ops = Vec::new();
+    for d in dir.ancestors().collect::<Vec<_>>().into_iter().rev() {
+        if d.as_os_str().is_empty() || d == Path::new("/") {
+            continue;
+        }
+        ops.push(Op::Mkdir {
+            path: cpath(d)?,
+            mode: 0o755,
+        });
+    }
+    Ok(ops)
+}
+
+fn cstr(p: &str) -> Result<CString> {
+    CString::new(p).map_err(|_| Error::invalid("path", format!("{p:?} contains a NUL byte")))
+}
+
+fn cpath(p: &Path) -> Result<CString> {
+    cstr(
+        p.to_str()
+            .ok_or_else(|| Error::invalid("path", format!("{} is not UTF-8", p.display())))?,
+    )
+}
+
+impl HostNs {
+    /// Open PID 1's mount namespace. When the daemon's namespace is PID
+    /// 1's already (run by hand, tests), calls run in place, unforked.
+    pub fn connect() -> Result<Self> {
+        let mine = std::fs::metadata("/proc/self/ns/mnt");
+        let host = std::fs::metadata(HOST_MNT_NS);
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(a), Ok(b)) = (&mine, &host) {
+            if a.ino() == b.ino() && a.dev() == b.dev() {
+                return Ok(HostNs { mntns: None });
+            }
+        }
+        let f = std::fs::File::open(HOST_MNT_NS).map_err(|e| {
+            Error::io(
+                format!("open the host's mount namespace {HOST_MNT_NS} (podscoped needs CAP_SYS_PTRACE)"),
+                e,
+            )
+        })?;
+        Ok(HostNs {
+            mntns: Some(f.into()),
+        })
+    }
+
+    /// An overlay of `lowers` (relative to `lower_base`, topmost first)
+    /// under `upper`, mounted at `target`. Relative lower directories keep
+    /// the options within a page for stacks of hundreds of layers.
+    pub async fn mount_overlay(
+        &self,
+        lower_base: &Path,
+        lowers: &[String],
+        upper: &Path,
+        work: &Path,
+        target: &Path,
+    ) -> Result<()> {
+        let data = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            lowers.join(":"),
+            upper.display(),
+            work.display()
+        );
+        if data.len() >= 4096 {
+            return Err(Error::invalid(
+                "image",
+                format!(
+                    "{} layers make overlay options of {} bytes, more than a page",
+                    lowers.len(),
+                    data.len()
+                ),
+            ));
+        }
+        let op = Op::Mount {
+            source: cstr("overlay")?,
+            target: cpath(target)?,
+            fstype: cstr("overlay")?,
+            flags: 0,
+            data: Some(cstr(&data)?),
+            cwd: Some(cpath(lower_base)?),
+        };
+        self.run(vec![op])
+            .await
+            .map(drop)
+            .map_err(|e| Error::io(format!("mount the overlay at {}", target.display()), e))
+    }
+
+    /// A tmpfs at `target` (a pod's /dev/shm).
+    pub async fn mount_tmpfs(&self, target: &Path, options: &str) -> Result<()> {
+        let op = Op::Mount {
+            source: cstr("shm")?,
+            target: cpath(target)?,
+            fstype: cstr("tmpfs")?,
+            flags: libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            data: Some(cstr(options)?),
+            cwd: None,
+        };
+        self.run(vec![op])
+            .await
+            .map(drop)
+            .map_err(|e| Error::io(format!("mount a tmpfs at {}", target.display()), e))
+    }
+
+    /// Detach whatever is mounted at `target`; nothing mounted (or no such
+    /// path) is done already.
+    pub async fn unmount(&self, target: &Path) -> Result<()> {
+        let op = Op::Unmount {
+            target: cpath(target)?,
+        };
+        match self.run(vec![op]).await {
+            Ok(_) => Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOENT)) => Ok(()),
+            Err(e) => Err(Error::io(format!("unmount {}", target.display()), e)),
+        }
+    }
+
+    /// Open `path` as the host sees it.
+    pub async fn open(
+        &self,
+        path: &Path,
+        flags: libc::c_int,
+        mode: libc::mode_t,
+    ) -> Result<OwnedFd> {
+        let op = Op::Open {
+            path: cpath(path)?,
+            flags: flags | libc::O_CLOEXEC,
+            mode,
+        };
+        let mut fds = self
+            .run(vec![op])
+            .await
+            .map_err(|e| Error::io(format!("open {}", path.display()), e))?;
+        fds.pop().flatten().ok_or_else(|| {
+            Error::internal(format!("open {}: no descriptor came back", path.display()))
+        })
+    }
+
+    /// `mkdir -p`, mode 0755 for what it makes.
+    pub async fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        let ops = mkdirs(dir)?;
+        self.run(ops)
+            .await
+            .map(drop)
+            .map_err(|e| Error::io(format!("create {}", dir.display()), e))
+    }
+
+    /// Open `path` for appending, creating it (0640) and its missing parent
+    /// directories (0755): a log file.
+    pub async fn open_append(&self, path: &Path) -> Result<OwnedFd> {
+        let mut ops = match path.parent() {
+            Some(parent) => mkdirs(parent)?,
+            None => Vec::new(),
+        };
+        ops.push(Op::Open {
+            path: cpath(path)?,
+            flags: libc::O_WRONLY
+                | libc::O_APPEND
+                | libc::O_CREAT
+                | libc::O_NOFOLLOW
+                | libc::O_CLOEXEC,
+            mode: 0o640,
+        });
+        let mut fds = self
+            .run(ops)
+            .await
+            .map_err(|e| Error::io(format!("open {} for writing", path.display()), e))?;
+        fds.pop().flatten().ok_or_else(|| {
+            Error::internal(format!("open {}: no descriptor came back", path.display()))
+        })
+    }
+
+    /// Read a small file (at most `max` bytes) as the host sees it.
+    pub async fn read(&self, path: &Path, max: usize) -> Result<Vec<u8>> {
+        use std::io::Read;
+        let fd = self.open(path, libc::O_RDONLY, 0).await?;
+        let mut f = std::fs::File::from(fd);
+        let mut buf = Vec::new();
+        (&mut f)
+            .take(max as u64 + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| Error::io(format!("read {}", path.display()), e))?;
+        if buf.len() > max {
+            return Err(Error::invalid(
+                "path",
+                format!("{} is larger than {max} bytes", path.display()),
+            ));
+        }
+        Ok(buf)
+    }
+
+    /// Write `data` to `path` in one write (a cgroup control file). The
+    /// descriptors `data` names are the daemon's: the child has them too.
+    pub async fn write(&self, path: &Path, data: &[u8]) -> Result<()> {
+        let op = Op::Write {
+            path: cpath(path)?,
+            data: data.to_vec(),
+        };
+        self.run(vec![op])
+            .await
+            .map(drop)
+            .map_err(|e| Error::io(format!("write {}", path.display()), e))
+    }
+
+    async fn run(&self, ops: Vec<Op>) -> io::Result<Vec<Option<OwnedFd>>> {
+        let ns = self.mntns.as_ref().map(|f| f.as_raw_fd());
+        match ns {
+            None => tokio::task::spawn_blocking(move || run_here(&ops))
+                .await
+                .map_err(|e| io::Error::other(format!("host namespace task: {e}")))?,
+            Some(ns) => {
+                // The fd stays open: `self` outlives the blocking task,
+                // which is awaited here.
+                tokio::task::spawn_blocking(move || run_forked(ns, &ops))
+                    .await
+                    .map_err(|e| io::Error::other(format!("host namespace task: {e}")))?
+            }
+        }
+    }
+}
+
+/// One op, in the calling process: Ok(Some(fd)) for an open.
+/// Async-signal-safe: raw system calls on prepared strings only.
+fn do_op(op: &Op) -> std::result::Result<Option<RawFd>, i32> {
+    // SAFETY: every pointer is a NUL-terminated string or a buffer that
+    // lives in `op`; return values are checked.
+    unsafe {
+        let errno = || *libc::__errno_location();
+        match op {
+            Op::Mount {
+                source,
+                target,
+                fstype,
+                flags,
+                data,
+                cwd,
+            } => {
+                if let Some(cwd) = cwd {
+                    if libc::chdir(cwd.as_ptr()) != 0 {
+                        return Err(errno());
+                    }
+                }
+                let d = data
+                    .as_ref()
+                    .map_or(std::ptr::null(), |d| d.as_ptr().cast());
+                if libc::mount(source.as_ptr(), target.as_ptr(), fstype.as_ptr(), *flags, d) != 0 {
+                    return Err(errno());
+                }
+                Ok(None)
+            }
+            Op::Unmount { target } => {
+                if libc::umount2(target.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) != 0 {
+                    return Err(errno());
+                }
+                Ok(None)
+            }
+            Op::Open { path, flags, mode } => {
+                let fd = libc::open(path.as_ptr(), *flags, *mode as libc::c_uint);
+                if fd < 0 {
+                    return Err(errno());
+                }
+                Ok(Some(fd))
+            }
+            Op::Mkdir { path, mode } => {
+                if libc::mkdir(path.as_ptr(), *mode) != 0 && errno() != libc::EEXIST {
+                    return Err(errno());
+                }
+                Ok(None)
+            }
+            Op::Write { path, data } => {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Err(errno());
+                }
+                let n = libc::write(fd, data.as_ptr().cast(), data.len());
+                let e = errno();
+                libc::close(fd);
+                if n < 0 {
+                    return Err(e);
+                }
+                Ok(None)
+            }
+        }
+    }
+}
+
+fn run_here(ops: &[Op]) -> io::Result<Vec<Option<OwnedFd>>> {
+    let mut out = Vec::with_capacity(ops.len());
+    for op in ops {
+        match do_op(op) {
+            // SAFETY: a descriptor open() just returned, owned by no one else.
+            Ok(fd) => out.push(fd.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })),
+            Err(e) => return Err(io::Error::from_raw_os_error(e)),
+        }
+    }
+    Ok(out)
+}
+
+/// A report from the child: the op's index, its errno (0 for success), and
+/// an fd alongside for an open.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Report {
+    index: u32,
+    errno: i32,
+}
+
+fn run_forked(ns: RawFd, ops: &[Op]) -> io::Result<Vec<Option<OwnedFd>>> {
+    let mut pair = [0 as libc::c_int; 2];
+    // SAFETY: socketpair fills `pair` on success.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            pair.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptors from socketpair.
+    let (mine, theirs) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+    // The control buffer for one fd, made before the fork.
+    let mut cmsg_space =
+        vec![0u8; unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize];
+    // SAFETY: fork in a multi-threaded process: the child only makes
+    // async-signal-safe system calls on memory prepared above, then _exits.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        child(ns, ops, theirs.as_raw_fd(), &mut cmsg_space);
+    }
+    drop(theirs);
+    let mut out: Vec<Option<OwnedFd>> = Vec::with_capacity(ops.len());
+    let mut failure = None;
+    loop {
+        let mut report = Report { index: 0, errno: 0 };
+        let mut iov = libc::iovec {
+            iov_base: (&mut report as *mut Report).cast(),
+            iov_len: std::mem::size_of::<Report>(),
+        };
+        let mut cbuf = vec![0u8; cmsg_space.len()];
+        // SAFETY: a zeroed msghdr pointing at live buffers.
+        let n = unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = cbuf.as_mut_ptr().cast();
+            msg.msg_controllen = cbuf.len();
+            let n = libc::recvmsg(mine.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
+            if n > 0 {
+                let mut fd = None;
+                let c = libc::CMSG_FIRSTHDR(&msg);
+                if !c.is_null() && (*c).cmsg_type == libc::SCM_RIGHTS {
+                    fd = Some(OwnedFd::from_raw_fd(*(libc::CMSG_DATA(c) as *const RawFd)));
+                }
+                if report.errno == 0 {
+                    out.push(fd);
+                }
+            }
+            n
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            failure.get_or_insert(e);
+            break;
+        }
+        if n == 0 {
+            break;
+        }
+        if report.errno != 0 {
+            failure = Some(io::Error::from_raw_os_error(report.errno));
+            break;
+        }
+    }
+    let mut status = 0;
+    // SAFETY: reaping the child forked above.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            break;
+        }
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if out.len() != ops.len() {
+        return Err(io::Error::other(format!(
+            "the host-namespace helper did {} of {} steps (exit status {status:#x})",
+            out.len(),
+            ops.len()
+        )));
+    }
+    Ok(out)
+}
+
+/// The forked child: join the host's mount namespace, do each op, report.
+fn child(ns: RawFd, ops: &[Op], sock: RawFd, cmsg_space: &mut [u8]) -> ! {
+    // SAFETY: only system calls on prepared memory; never returns.
+    unsafe {
+        let send = |index: usize, errno: i32, fd: Option<RawFd>, cbuf: &mut [u8]| {
+            let mut report = Report {
+                index: index as u32,
+                errno,
+            };
+            let mut iov = libc::iovec {
+                iov_base: (&mut report as *mut Report).cast(),
+                iov_len: std::mem::size_of::<Report>(),
+            };
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            if let Some(fd) = fd {
+                msg.msg_control = cbuf.as_mut_ptr().cast();
+                msg.msg_controllen = cbuf.len();
+                let c = libc::CMSG_FIRSTHDR(&msg);
+                (*c).cmsg_level = libc::SOL_SOCKET;
+                (*c).cmsg_type = libc::SCM_RIGHTS;
+                (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+                *(libc::CMSG_DATA(c) as *mut RawFd) = fd;
+            }
+            libc::sendmsg(sock, &msg, 0);
+        };
+        if libc::setns(ns, libc::CLONE_NEWNS) != 0 {
+            send(0, *libc::__errno_location(), None, cmsg_space);
+            libc::_exit(1);
+        }
+        for (i, op) in ops.iter().enumerate() {
+            match do_op(op) {
+                Ok(fd) => {
+                    send(i, 0, fd, cmsg_space);
+                    if let Some(fd) = fd {
+                        libc::close(fd);
+                    }
+                }
+                Err(e) => {
+                    send(i, e, None, cmsg_space);
+                    libc::_exit(1);
+                }
+            }
+        }
+        libc::_exit(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// In the test's own namespace the ops run in place: a directory made,
+    /// a file opened for appending through missing parents, read back.
+    #[tokio::test]
+    async fn in_place_ops_work() {
+        let t = crate::store::tests::TempDir::new();
+        let h = HostNs { mntns: None };
+        let log = t.0.join("a/b/c.log");
+        let fd = h.open_append(&log).await.unwrap();
+        use std::io::Write;
+        std::fs::File::from(fd).write_all(b"line\n").unwrap();
+        assert_eq!(h.read(&log, 100).await.unwrap(), b"line\n");
+        let e = h.read(&log, 2).await.unwrap_err();
+        assert!(e.to_string().contains("larger than 2 bytes"), "{e}");
+        let e = h
+            .open(&t.0.join("missing"), libc::O_RDONLY, 0)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("missing"), "{e}");
+        h.unmount(&t.0.join("not-mounted")).await.unwrap();
+    }
+
+    /// Forked into our own namespace (what the daemon does with PID 1's):
+    /// the steps run in the child, errors and descriptors come back.
+    #[tokio::test]
+    async fn forked_ops_report_errors_and_fds() {
+        let t = crate::store::tests::TempDir::new();
+        let own = std::fs::File::open("/proc/self/ns/mnt").unwrap();
+        let h = HostNs {
+            mntns: Some(own.into()),
+        };
+        // The unit tests run as root (make check): joining a mount
+        // namespace needs CAP_SYS_ADMIN and CAP_SYS_CHROOT.
+        let fd = h.open_append(&t.0.join("x/y.log")).await.unwrap();
+        use std::io::Write;
+        std::fs::File::from(fd).write_all(b"ok").unwrap();
+        assert_eq!(std::fs::read(t.0.join("x/y.log")).unwrap(), b"ok");
+        let e = h
+            .open(&t.0.join("nope"), libc::O_RDONLY, 0)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("No such file"), "{e}");
+        h.write(&t.0.join("x/y.log"), b"!").await.unwrap();
+    }
+}

@@ -1,0 +1,278 @@
+//! Containers against the real systemd, crun and runc: each one a transient
+//! service in its pod's slice, its output in the CRI log file, its exit as
+//! systemd recorded it.
+
+use crate::common::*;
+use podscope::api::container::{ContainerFilter, ContainerOptions, Resources, Security};
+use podscope::api::image::PullOptions;
+use podscope::api::CreateOptions;
+use podscope::domain::container::ContainerState;
+use podscope::ErrorKind;
+use std::time::Duration;
+
+/// The busybox image critest's specs run (served by the harness registry
+/// through its docker.io mirror).
+pub const BUSYBOX: &str = "docker.io/library/busybox:latest";
+
+pub async fn pull_busybox(m: &Client) {
+    m.pull_image(BUSYBOX, &PullOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("pull {BUSYBOX}: {e}"));
+}
+
+/// A ready pod (pod network, `handler` its runtime) with a log directory
+/// of its own; (id, log directory).
+pub async fn log_pod(m: &Client, prefix: &str, handler: &str) -> (String, String) {
+    let logs = format!("/var/log/pods/{}", uniq(prefix));
+    let o = CreateOptions {
+        log_directory: Some(logs.clone()),
+        runtime_handler: (!handler.is_empty()).then(|| handler.to_owned()),
+        ..Default::default()
+    };
+    (create_started(m, prefix, o).await, logs)
+}
+
+pub fn sh_cmd(script: &str) -> ContainerOptions {
+    ContainerOptions {
+        command: vec!["/bin/sh".into(), "-c".into(), script.into()],
+        ..Default::default()
+    }
+}
+
+/// Create and start; the container's id.
+pub async fn run(m: &Client, pod: &str, name: &str, o: ContainerOptions) -> String {
+    let (id, _) = m
+        .create_container(pod, name, 0, BUSYBOX, &o)
+        .await
+        .unwrap_or_else(|e| panic!("create {name}: {e}"));
+    m.start_container(&id)
+        .await
+        .unwrap_or_else(|e| panic!("start {name}: {e}"));
+    id
+}
+
+pub async fn wait_container(m: &Client, id: &str, want: ContainerState, timeout: Duration) {
+    let t0 = std::time::Instant::now();
+    loop {
+        let s = m.container_status(id).await.unwrap();
+        if s.state == want {
+            return;
+        }
+        assert!(
+            t0.elapsed() < timeout,
+            "container {id} is {:?}, not {want:?}, after {timeout:?}: {s:?}",
+            s.state
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The CRI log file's records as (stream, tag, text).
+pub fn log_records(path: &str) -> Vec<(String, String, String)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let mut parts = l.splitn(4, ' ');
+            let ts = parts.next().unwrap();
+            assert!(
+                ts.ends_with('Z') && ts.contains('T'),
+                "timestamp {ts:?} in {l:?}"
+            );
+            (
+                parts.next().unwrap_or("").to_owned(),
+                parts.next().unwrap_or("").to_owned(),
+                parts.next().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+async fn exits_are_recorded_with_their_output(handler: &str) {
+    let (m, _c) = manager().await;
+    pull_busybox(&m).await;
+    let (pod, logs) = log_pod(&m, "ctr-exit", handler).await;
+    let o = ContainerOptions {
+        log_path: "exit/0.log".into(),
+        ..sh_cmd("echo hello; echo oops >&2; printf 'no newline'; exit 3")
+    };
+    let id = run(&m, &pod, "exit", o).await;
+    wait_container(&m, &id, ContainerState::Exited, Duration::from_secs(20)).await;
+    let s = m.container_status(&id).await.unwrap();
+    assert_eq!((s.exit_code, s.reason.as_str()), (3, "Error"), "{s:?}");
+    assert!(s.finished_at >= s.started_at && s.started_at > 0, "{s:?}");
+    assert_eq!(s.log_path, format!("{logs}/exit/0.log"));
+    let recs = log_records(&s.log_path);
+    assert!(
+        recs.contains(&("stdout".into(), "F".into(), "hello".into())),
+        "{recs:?}"
+    );
+    assert!(
+        recs.contains(&("stderr".into(), "F".into(), "oops".into())),
+        "{recs:?}"
+    );
+    assert!(
+        recs.contains(&("stdout".into(), "F".into(), "no newline".into())),
+        "{recs:?}"
+    );
+    // systemd says the same, and keeps the failed unit until removal.
+    let show = sh(&format!(
+        "systemctl show {} -p Result -p ExecMainStatus",
+        s.unit
+    ));
+    assert!(show.contains("ExecMainStatus=3"), "{show}");
+    m.remove_container(&id).await.unwrap();
+    assert_eq!(
+        sh_status(&format!("systemctl status {} >/dev/null 2>&1", s.unit)),
+        4,
+        "no unit is left behind"
+    );
+    m.remove(&pod).await.unwrap();
+}
+
+#[tokio::test]
+async fn exits_are_recorded_with_their_output_crun() {
+    exits_are_recorded_with_their_output("crun").await;
+}
+
+#[tokio::test]
+async fn exits_are_recorded_with_their_output_runc() {
+    exits_are_recorded_with_their_output("runc").await;
+}
+
+#[tokio::test]
+async fn a_running_container_is_a_unit_in_its_pods_slice() {
+    let (m, _c) = manager().await;
+    pull_busybox(&m).await;
+    let (pod, _) = log_pod(&m, "ctr-run", "").await;
+    let o = ContainerOptions {
+        resources: Resources {
+            memory_limit_in_bytes: 64 << 20,
+            ..Default::default()
+        },
+        ..sh_cmd("trap 'exit 0' TERM; while true; do sleep 0.1; done")
+    };
+    let id = run(&m, &pod, "runner", o).await;
+    let s = m.container_status(&id).await.unwrap();
+    assert_eq!(s.state, ContainerState::Running);
+    let pod_status = m.status(&pod).await.unwrap();
+    let show = sh(&format!(
+        "systemctl show {} -p MainPID -p Slice -p MemoryMax -p ActiveState",
+        s.unit
+    ));
+    assert!(show.contains(&format!("MainPID={}", s.main_pid)), "{show}");
+    assert!(
+        show.contains(&format!("Slice={}", pod_status.slice)),
+        "{show}"
+    );
+    assert!(
+        show.contains(&format!("MemoryMax={}", 64u64 << 20)),
+        "{show}"
+    );
+    assert!(
+        pod_status.slice.starts_with("podscope-") && pod_status.slice.ends_with(".slice"),
+        "a pod without a cgroup parent has a slice of its own: {}",
+        pod_status.slice
+    );
+    // The container joined the pod's network namespace.
+    assert_eq!(ns_of(s.main_pid, "net"), ns_of(pod_status.init_pid, "net"));
+    let out = m
+        .exec_sync(
+            &id,
+            &[
+                "/bin/sh".into(),
+                "-c".into(),
+                "echo hi; echo err >&2; exit 7".into(),
+            ],
+            10_000,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.exit_code, out.stdout.as_slice(), out.stderr.as_slice()),
+        (7, &b"hi\n"[..], &b"err\n"[..])
+    );
+    m.stop_container(&id, 10).await.unwrap();
+    let s = m.container_status(&id).await.unwrap();
+    assert_eq!(
+        (s.state, s.exit_code, s.reason.as_str()),
+        (ContainerState::Exited, 0, "Completed")
+    );
+    let listed = m
+        .list_containers(&ContainerFilter {
+            pod_id: Some(pod.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    // Removing the pod removes its containers.
+    m.remove(&pod).await.unwrap();
+    assert_eq!(
+        kind(m.container_status(&id).await.unwrap_err()),
+        ErrorKind::NotFound
+    );
+}
+
+#[tokio::test]
+async fn a_container_needs_a_ready_pod_and_a_present_image() {
+    let (m, _c) = manager().await;
+    pull_busybox(&m).await;
+    let (pod, _) = log_pod(&m, "ctr-bad", "").await;
+    let e = m
+        .create_container(&pod, "x", 0, "registry.example/not/here:1", &sh_cmd("true"))
+        .await
+        .unwrap_err();
+    let (k, msg) = classify(&e);
+    assert_eq!(k, ErrorKind::NotFound, "{msg}");
+    assert!(msg.contains("not/here"), "{msg}");
+    let e = m
+        .create_container(
+            &pod,
+            "x",
+            0,
+            BUSYBOX,
+            &ContainerOptions {
+                security: Security {
+                    run_as_username: "nobody-here".into(),
+                    ..Default::default()
+                },
+                ..sh_cmd("true")
+            },
+        )
+        .await
+        .unwrap_err();
+    let (k, msg) = classify(&e);
+    assert_eq!(k, ErrorKind::InvalidArgument, "{msg}");
+    assert!(msg.contains("nobody-here"), "{msg}");
+    // A command not in the image: the runtime's own words.
+    let (id, _) = m
+        .create_container(
+            &pod,
+            "nocmd",
+            0,
+            BUSYBOX,
+            &ContainerOptions {
+                command: vec!["/bin/not-there".into()],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let (k, msg) = classify(&m.start_container(&id).await.unwrap_err());
+    assert_eq!(k, ErrorKind::RuntimeFailed, "{msg}");
+    assert!(msg.contains("not-there"), "{msg}");
+    let s = m.container_status(&id).await.unwrap();
+    assert_eq!(
+        (s.state, s.reason.as_str()),
+        (ContainerState::Exited, "StartError")
+    );
+    m.stop(&pod).await.unwrap();
+    let (k, msg) = classify(
+        &m.create_container(&pod, "late", 0, BUSYBOX, &sh_cmd("true"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(k, ErrorKind::InvalidState, "{msg}");
+    m.remove(&pod).await.unwrap();
+}
