@@ -117,9 +117,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                     .context(ctx("image config"))
             })?,
         };
-        let caps =
-            crate::oci::caps::effective(&s.capabilities_add, &s.capabilities_drop, s.privileged)
-                .map_err(|e| Error::invalid("capabilities", e))?;
+        let caps = spec::capabilities(&config, &self.host_caps)?;
         let seccomp = match spec::seccomp_kind(&config) {
             None => None,
             Some(ProfileKind::RuntimeDefault) => Some(crate::oci::seccomp::runtime_default(&caps)),
@@ -179,6 +177,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
         let oci = spec::build(&spec::Input {
             config: &config,
             image: &run,
+            capabilities: caps,
             user,
             pod: &view,
             runtime: handler.kind().expect("settings check the kind"),

@@ -63,10 +63,13 @@ impl<S: SystemdClient + Clone> Containers<S> {
             c.id.short(),
             &crate::domain::ContainerId::random().as_str()[..16]
         );
-        // `exec <id> <cmd...>`: the container's own user, environment,
-        // capabilities and working directory, as CRI's ExecSync means.
-        let mut args = vec!["exec", c.id.as_str()];
-        args.extend(cmd.iter().map(String::as_str));
+        // The container's own process (user, groups, environment,
+        // capabilities, working directory, no_new_privs) with `cmd` as its
+        // argv, as containerd hands runc an exec: a bare `crun exec`
+        // would run as root.
+        let process_file = self.exec_process_file(&c, &cmd)?;
+        let process_arg = process_file.display().to_string();
+        let args = vec!["exec", "--process", &process_arg, c.id.as_str()];
         let props = vec![
             (
                 "Description",
@@ -117,6 +120,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             ))),
             Err(e) => Some(e.context(ctx())),
         };
+        let _ = std::fs::remove_file(&process_file);
         let status = match result {
             Some(e) => {
                 // Killed with everything it started (all of it is in the
@@ -158,6 +162,33 @@ impl<S: SystemdClient + Clone> Containers<S> {
             t0.elapsed().as_micros()
         );
         Ok(out)
+    }
+}
+
+impl<S: SystemdClient + Clone> Containers<S> {
+    /// The exec's process.json, in the container's run directory.
+    fn exec_process_file(&self, c: &Container, cmd: &[String]) -> Result<PathBuf> {
+        let ctx = || format!("container {}: exec", c.id);
+        let bundle = self.bundle(&c.id);
+        let text = std::fs::read(bundle.join("config.json"))
+            .map_err(|e| Error::io(format!("{}: read its config.json", ctx()), e))?;
+        let spec: crate::oci::spec::Spec = serde_json::from_slice(&text)
+            .map_err(|e| Error::internal(format!("{}: its config.json: {e}", ctx())))?;
+        let mut process = spec.process.unwrap_or_default();
+        process.args = cmd.to_vec();
+        process.terminal = false;
+        process.console_size = None;
+        let dir = self.run_dir(&c.id);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("{}: {}", ctx(), dir.display()), e))?;
+        let path = dir.join(format!(
+            "exec-{}.json",
+            &crate::domain::ContainerId::random().as_str()[..16]
+        ));
+        let json = serde_json::to_vec(&process).expect("a process serialises");
+        std::fs::write(&path, json)
+            .map_err(|e| Error::io(format!("{}: write {}", ctx(), path.display()), e))?;
+        Ok(path)
     }
 }
 

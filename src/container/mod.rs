@@ -143,6 +143,9 @@ pub struct Containers<S: SystemdClient + Clone = Systemd> {
     recovery: Mutex<RecoveryReport>,
     /// Where processes are looked at (`/proc`; a test's directory).
     proc_root: PathBuf,
+    /// The capabilities units get: PID 1's bounding set ("ALL" for a
+    /// container means these).
+    host_caps: Vec<String>,
 }
 
 impl<S: SystemdClient + Clone> Containers<S> {
@@ -169,6 +172,16 @@ impl<S: SystemdClient + Clone> Containers<S> {
             oom_layout: oom::layout(),
             recovery: Mutex::new(RecoveryReport::default()),
             proc_root: PathBuf::from("/proc"),
+            host_caps: std::fs::read_to_string("/proc/1/status")
+                .ok()
+                .and_then(|s| spec::bounding_set(&s))
+                .map(spec::caps_in_mask)
+                .unwrap_or_else(|| {
+                    crate::oci::caps::ALL
+                        .iter()
+                        .map(|c| (*c).to_owned())
+                        .collect()
+                }),
         })
     }
 

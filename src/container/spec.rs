@@ -46,6 +46,9 @@ pub struct PodView {
 pub struct Input<'a> {
     pub config: &'a ContainerConfig,
     pub image: &'a RunConfig,
+    /// The container's capabilities (CRI's add and drop applied, within
+    /// what the node has: `capabilities`).
+    pub capabilities: Vec<String>,
     pub user: Resolved,
     pub pod: &'a PodView,
     pub runtime: RuntimeKind,
@@ -133,8 +136,7 @@ pub fn build(input: &Input<'_>) -> Result<Spec> {
     let pod = input.pod;
     let privileged = s.privileged;
 
-    let capabilities = caps::effective(&s.capabilities_add, &s.capabilities_drop, privileged)
-        .map_err(|e| Error::invalid("capabilities", e))?;
+    let capabilities = input.capabilities.clone();
     let process = Process {
         terminal: c.tty,
         user: User {
@@ -346,6 +348,34 @@ pub fn build(input: &Input<'_>) -> Result<Spec> {
     })
 }
 
+/// The container's capabilities: CRI's add and drop (containerd's rules),
+/// kept to `host` (the node's bounding set; "ALL" is what the node has,
+/// as containerd takes it, not every name the kernel knows).
+pub fn capabilities(config: &ContainerConfig, host: &[String]) -> Result<Vec<String>> {
+    let s = &config.security;
+    let mut v = caps::effective(&s.capabilities_add, &s.capabilities_drop, s.privileged)
+        .map_err(|e| Error::invalid("capabilities", e))?;
+    v.retain(|c| host.contains(c));
+    Ok(v)
+}
+
+/// The capabilities in a bounding set mask (`CapBnd` in /proc/<pid>/status).
+pub fn caps_in_mask(mask: u64) -> Vec<String> {
+    caps::ALL
+        .iter()
+        .filter(|c| caps::number(c).is_some_and(|n| n < 64 && mask & (1 << n) != 0))
+        .map(|c| (*c).to_owned())
+        .collect()
+}
+
+/// The bounding set of `pid` (PID 1's is what units get).
+pub fn bounding_set(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapBnd:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+}
+
 /// Whether `build` needs a seccomp profile loaded: the kind asked for, for
 /// an unprivileged container (privileged ones run unconfined).
 pub fn seccomp_kind(config: &ContainerConfig) -> Option<ProfileKind> {
@@ -439,9 +469,11 @@ mod tests {
     }
 
     fn input<'a>(c: &'a ContainerConfig, img: &'a RunConfig, p: &'a PodView) -> Input<'a> {
+        let all: Vec<String> = caps::ALL.iter().map(|c| (*c).to_owned()).collect();
         Input {
             config: c,
             image: img,
+            capabilities: capabilities(c, &all).unwrap(),
             user: Resolved {
                 uid: 0,
                 gid: 0,
@@ -691,6 +723,20 @@ mod tests {
         let l = s.linux.unwrap();
         assert_eq!(l.devices[0].path, "/dev/myfuse");
         assert_eq!((l.devices[0].major, l.devices[0].minor), (10, 229));
+    }
+
+    #[test]
+    fn all_capabilities_are_the_nodes() {
+        let mut c = config();
+        c.security.privileged = true;
+        // A node without CAP_SYS_RESOURCE (bit 24), as these machines.
+        let host = caps_in_mask(bounding_set("CapBnd:\t000001fffeffffff\n").unwrap());
+        assert!(!host.contains(&"CAP_SYS_RESOURCE".to_owned()));
+        let got = capabilities(&c, &host).unwrap();
+        assert_eq!(got.len(), caps::ALL.len() - 1);
+        assert!(!got.contains(&"CAP_SYS_RESOURCE".to_owned()));
+        c.security.privileged = false;
+        assert_eq!(capabilities(&c, &host).unwrap().len(), caps::DEFAULT.len());
     }
 
     #[test]

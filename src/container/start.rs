@@ -1,8 +1,8 @@
 //! StartContainer: the log pipes made and also held by the pod's init, the
 //! log file opened (as the host sees it), the pod's /dev/shm and the
 //! container's root mounted, the OOM watch set, then the unit started: the
-//! OCI runtime's `run -d` leaves the container's process as the unit's main
-//! process: Running. A failure undoes it all and leaves the container
+//! OCI runtime's `create`, then its `start`, leave the container's process
+//! as the unit's main process: Running. A failure undoes it all and leaves the container
 //! Exited with reason StartError and the runtime's own message.
 
 use super::*;
@@ -241,7 +241,6 @@ impl<S: SystemdClient + Clone> Containers<S> {
         } else {
             None
         };
-        let pid_file = run_dir.join("pid");
         let props = unit::properties(unit::UnitSpec {
             description: format!(
                 "podscope container {}/{} ({})",
@@ -253,7 +252,6 @@ impl<S: SystemdClient + Clone> Containers<S> {
             runtime: handler,
             id: c.id.as_str(),
             bundle: &dirs.bundle,
-            pid_file: &pid_file,
             runtime_log: &runtime_log,
             console_socket: console.as_ref().map(|(p, _)| p.as_path()),
             stop_signal: c.stop_signal,

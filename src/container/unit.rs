@@ -1,15 +1,20 @@
 //! A container's unit: the transient service `podscope-ctr-<id>.service` in
-//! its pod's slice, running the OCI runtime's `run -d`. Pure: the property
-//! list and the runtime's command lines.
+//! its pod's slice, running the OCI runtime. Pure: the property list and
+//! the runtime's command lines.
 //!
-//! systemd is the container's only supervisor. `Type=forking` with
-//! `PIDFile=` makes the container's own process the unit's main process
-//! once the runtime has started it and exited; `RemainAfterExit=` keeps a
-//! container that exited 0 loaded, and a failed unit stays loaded anyway,
-//! each with `ExecMainStatus`, until RemoveContainer resets it: that is how
-//! an exit while the daemon is down is still known. The runtime deletes
-//! its state in `ExecStopPost=`. systemd owns the cgroup: the limits are
-//! unit properties, devices a strict allow list; the runtime manages none.
+//! systemd is the container's only supervisor. The runtime's `create` is
+//! `ExecStart=` (`Type=forking`): it leaves the container's process alone
+//! in the unit's cgroup, blocked before it runs anything, and exits; systemd
+//! takes that process as the unit's main process. `start` is
+//! `ExecStartPost=`: only then does the container run, so even one that
+//! exits at once has its exit recorded in `ExecMainStatus`. (`run -d` with
+//! `PIDFile=` loses a container quicker than systemd reading its PID
+//! file: the start fails and the status is gone.) `RemainAfterExit=` keeps
+//! a container that exited 0 loaded, and a failed unit stays loaded
+//! anyway, until RemoveContainer resets it: that is how an exit while the
+//! daemon is down is still known. The runtime deletes its state in
+//! `ExecStopPost=`. systemd owns the cgroup: the limits are unit
+//! properties, devices a strict allow list; the runtime manages none.
 
 use crate::settings::{RuntimeHandler, RuntimeKind};
 use crate::systemd::{ExecCommand, Prop};
@@ -70,7 +75,6 @@ pub struct UnitSpec<'a> {
     pub runtime: &'a RuntimeHandler,
     pub id: &'a str,
     pub bundle: &'a Path,
-    pub pid_file: &'a Path,
     /// The runtime's error log (its messages, not the container's output).
     pub runtime_log: &'a Path,
     /// Where a TTY container's runtime sends the pty's master.
@@ -89,25 +93,25 @@ pub struct UnitSpec<'a> {
 
 pub fn properties(u: UnitSpec<'_>) -> Vec<(&'static str, Prop)> {
     let log = format!("--log={}", u.runtime_log.display());
-    let mut run: Vec<&str> = vec![&log, "run", "-d", "--pid-file"];
-    let pid_file = u.pid_file.display().to_string();
     let bundle = u.bundle.display().to_string();
     let console = u.console_socket.map(|p| p.display().to_string());
-    run.push(&pid_file);
-    run.extend(["--bundle", &bundle]);
+    let mut create: Vec<&str> = vec![&log, "create", "--bundle", &bundle];
     if let Some(c) = &console {
-        run.extend(["--console-socket", c]);
+        create.extend(["--console-socket", c]);
     }
-    run.push(u.id);
+    create.push(u.id);
     let mut props = vec![
         ("Description", Prop::Str(u.description)),
         ("Slice", Prop::Str(u.slice.to_owned())),
         ("Type", Prop::Str("forking".into())),
-        ("PIDFile", Prop::Str(pid_file.clone())),
         ("RemainAfterExit", Prop::Bool(true)),
         (
             "ExecStart",
-            Prop::Exec(vec![command(u.runtime, &run, false)]),
+            Prop::Exec(vec![command(u.runtime, &create, false)]),
+        ),
+        (
+            "ExecStartPost",
+            Prop::Exec(vec![command(u.runtime, &[&log, "start", u.id], false)]),
         ),
         (
             "ExecStopPost",
@@ -204,7 +208,6 @@ mod tests {
             runtime: h,
             id: "abc",
             bundle: Path::new("/var/lib/podscope/containers/abc"),
-            pid_file: Path::new("/run/podscope/containers/abc/pid"),
             runtime_log: Path::new("/run/podscope/containers/abc/runtime.log"),
             console_socket: None,
             stop_signal: 15,
@@ -223,26 +226,31 @@ mod tests {
     }
 
     #[test]
-    fn crun_runs_detached_without_a_cgroup_manager() {
+    fn crun_creates_then_starts_without_a_cgroup_manager() {
         let h = crun();
         let props = properties(spec(&h));
-        let Some(Prop::Exec(start)) = get(&props, "ExecStart") else {
+        let Some(Prop::Exec(create)) = get(&props, "ExecStart") else {
             panic!("no ExecStart")
         };
         assert_eq!(
-            start[0].argv,
+            create[0].argv,
             [
                 "crun",
                 "--cgroup-manager=disabled",
                 "--log=/run/podscope/containers/abc/runtime.log",
-                "run",
-                "-d",
-                "--pid-file",
-                "/run/podscope/containers/abc/pid",
+                "create",
                 "--bundle",
                 "/var/lib/podscope/containers/abc",
                 "abc"
             ]
+        );
+        let Some(Prop::Exec(start)) = get(&props, "ExecStartPost") else {
+            panic!("no ExecStartPost")
+        };
+        assert_eq!(start[0].argv[3..], ["start", "abc"]);
+        assert!(
+            get(&props, "PIDFile").is_none(),
+            "systemd takes the main PID from the cgroup"
         );
         let Some(Prop::Exec(post)) = get(&props, "ExecStopPost") else {
             panic!("no ExecStopPost")

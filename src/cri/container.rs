@@ -48,9 +48,10 @@ fn profile(p: Option<&cri::SecurityProfile>, legacy: &str, field: &str) -> Resul
             kind: ProfileKind::RuntimeDefault,
             localhost_ref: String::new(),
         },
+        // "localhost/<absolute path>", as containerd reads it.
         l if l.starts_with("localhost/") => Profile {
             kind: ProfileKind::Localhost,
-            localhost_ref: l.trim_start_matches("localhost").to_owned(),
+            localhost_ref: l["localhost/".len()..].to_owned(),
         },
         other => return Err(invalid(field, format!("{other:?} is not a profile"))),
     })
