@@ -12,6 +12,7 @@ PKGS=(systemd dbus dbus-daemon polkitd iproute2 util-linux pkg-config procps
                          # images: the harness registry (htpasswd from
                          # apache2-utils), test images built from busybox
       crun runc          # the OCI runtimes containers run with (crun the default)
+      gcc libc6-dev      # tests/images/standin.c, the stand-ins' one static program
       containerd         # make bench's anchor: containerd 1.6 with runc, same run
       debhelper lintian rpm)  # make deb, make rpm (rpmbuild) and their tests
 missing=()
@@ -24,5 +25,9 @@ if ((${#missing[@]})); then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# Debian's dynamically linked busybox for critest's stand-in images (it
+# conflicts with busybox-static, so it is unpacked, not installed; the
+# harness has no network, so it is fetched here).
+"$(dirname "$0")/../images/fetch-busybox.sh"
 command -v cargo >/dev/null || { echo "install-deps: cargo is required (a Rust toolchain)" >&2; exit 1; }
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt 2>/dev/null || true

@@ -1,25 +1,47 @@
 #!/bin/bash
 # Build podscope's test images as OCI image layouts, by hand, from Debian's
-# busybox-static: deterministic tar layers (sorted, mtime 0, root-owned
-# unless said otherwise), gzip or zstd, configs and manifests written here.
-# No network, no Docker.
+# busybox: deterministic tar layers (sorted, mtime 0, root-owned unless
+# said otherwise), gzip or zstd, configs and manifests written here. No
+# network, no Docker.
 #
 #   build.sh OUT_DIR
 #
 # OUT_DIR/<name>/ is an OCI layout per repository (tags in its index.json);
 # OUT_DIR/images.list has one line per tag to push: "<layout> <tag> <repository>".
-# push.sh copies them into the harness registry with skopeo.
+# tests/harness/registry/start.sh pushes them into the harness registry
+# with skopeo.
 #
-# The images critest's image specs pull (cri-tools v1.29.0,
-# pkg/validate/consts.go) are here under their own names, served through
-# registries.conf mirrors (tests/harness/registries.conf); podscope's own
-# test images are under podscope-test/.
+# The images critest v1.29.0 runs or pulls (pkg/validate/consts.go,
+# multi_container_linux.go, security_context_linux.go, pkg/framework) are
+# here under their own names, served through registry mirrors
+# (tests/harness/registry/registries.conf), as working stand-ins: each
+# behaves as critest's specs expect of the real one (see "critest's images"
+# below). The sandbox image of containerd (the bench's anchor) is one of
+# them. podscope's own test images are under podscope-test/.
+#
+#   BUSYBOX      busybox-static, for podscope's own images (default /bin/busybox)
+#   BUSYBOX_SH   Debian's dynamically linked busybox, for critest's images
+#                (default /var/cache/podscope-test/busybox/busybox, which
+#                tests/images/fetch-busybox.sh puts there); without it
+#                they get busybox-static, whose ash fails one spec
+#   CC           a C compiler with a static libc (default gcc)
 set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${1:?usage: build.sh OUT_DIR}
 BUSYBOX=${BUSYBOX:-/bin/busybox}
-[[ -x $BUSYBOX ]] || { echo "build.sh: $BUSYBOX missing (apt-get install busybox-static)" >&2; exit 1; }
-command -v jq >/dev/null || { echo "build.sh: jq missing" >&2; exit 1; }
-command -v zstd >/dev/null || { echo "build.sh: zstd missing" >&2; exit 1; }
+BUSYBOX_SH=${BUSYBOX_SH:-/var/cache/podscope-test/busybox/busybox}
+CC=${CC:-gcc}
+say() { echo "build.sh: $*" >&2; }
+[[ -x $BUSYBOX ]] || { say "$BUSYBOX missing (apt-get install busybox-static)"; exit 1; }
+command -v jq >/dev/null || { say "jq missing"; exit 1; }
+command -v zstd >/dev/null || { say "zstd missing"; exit 1; }
+command -v "$CC" >/dev/null || { say "$CC missing (apt-get install gcc libc6-dev)"; exit 1; }
+if [[ ! -x $BUSYBOX_SH ]]; then
+    say "WARNING: $BUSYBOX_SH missing (tests/images/fetch-busybox.sh fetches it):"
+    say "critest's images get busybox-static, whose ash runs applets without"
+    say "PATH, so critest's 'runtime should support MaskedPaths' spec fails"
+    BUSYBOX_SH=$BUSYBOX
+fi
 
 rm -rf "$OUT"
 mkdir -p "$OUT"
@@ -48,7 +70,8 @@ tar_dir() {
         -C "$1" -cf "$2" .
 }
 
-# The busybox root: the static binary and a few applet links.
+# The busybox root of podscope's own images: the static binary and a few
+# applet links.
 busybox_root() {
     local d=$1
     mkdir -p "$d/bin" "$d/etc" "$d/tmp"
@@ -76,31 +99,43 @@ layer() {
     echo "$media $d $s $diff"
 }
 
-# image LAYOUT ARCH USER LABEL LAYER... (each "media digest size diffid")
+# image_config LAYOUT ARCH CONFIG LAYER... (CONFIG: the config's "config"
+# object, JSON; each LAYER "media digest size diffid")
+#   -> "<manifest digest> <manifest size>"
+image_config() {
+    local layout=$1 arch=$2 cfg=$3
+    shift 3
+    # The layers as positional jq arguments, four fields each.
+    local fields=() l
+    for l in "$@"; do
+        read -ra f <<<"$l"
+        fields+=("${f[@]}")
+    done
+    jq -cn --arg arch "$arch" --argjson cfg "$cfg" '{
+        created: "1970-01-01T00:00:00Z", architecture: $arch, os: "linux",
+        config: $cfg,
+        rootfs: {type: "layers",
+                 diff_ids: [range(0; $ARGS.positional | length; 4) as $i | $ARGS.positional[$i + 3]]},
+        history: [{created: "1970-01-01T00:00:00Z", created_by: "tests/images/build.sh"}]}' \
+        --args "${fields[@]}" > "$STAGE/config.json"
+    local cd cs
+    read -r cd cs < <(blob "$layout" "$STAGE/config.json")
+    jq -cn --arg cd "$cd" --argjson cs "$cs" '{
+        schemaVersion: 2, mediaType: "application/vnd.oci.image.manifest.v1+json",
+        config: {mediaType: "application/vnd.oci.image.config.v1+json", digest: $cd, size: $cs},
+        layers: [range(0; $ARGS.positional | length; 4) as $i | $ARGS.positional[$i:$i + 3] |
+                 {mediaType: .[0], digest: .[1], size: (.[2] | tonumber)}]}' \
+        --args "${fields[@]}" > "$STAGE/manifest.json"
+    blob "$layout" "$STAGE/manifest.json"
+}
+
+# image LAYOUT ARCH USER LABEL LAYER...: podscope's own images' config
 #   -> "<manifest digest> <manifest size>"
 image() {
     local layout=$1 arch=$2 user=$3 label=$4
     shift 4
-    local layers="[]" diffs="[]" l media d s diff
-    for l in "$@"; do
-        read -r media d s diff <<<"$l"
-        layers=$(jq -c --arg m "$media" --arg d "$d" --argjson s "$s" '. + [{mediaType:$m,digest:$d,size:$s}]' <<<"$layers")
-        diffs=$(jq -c --arg d "$diff" '. + [$d]' <<<"$diffs")
-    done
-    jq -cn --arg arch "$arch" --arg user "$user" --arg lbl "$label" --argjson diffs "$diffs" '{
-        created: "1970-01-01T00:00:00Z", architecture: $arch, os: "linux",
-        config: {User: $user, Env: ["PATH=/bin"], Cmd: ["/bin/sh"],
-                 Labels: {"org.podscope.test": $lbl}},
-        rootfs: {type: "layers", diff_ids: $diffs},
-        history: [{created: "1970-01-01T00:00:00Z", created_by: "tests/images/build.sh"}]}' \
-        > "$STAGE/config.json"
-    local cd cs
-    read -r cd cs < <(blob "$layout" "$STAGE/config.json")
-    jq -cn --arg cd "$cd" --argjson cs "$cs" --argjson layers "$layers" '{
-        schemaVersion: 2, mediaType: "application/vnd.oci.image.manifest.v1+json",
-        config: {mediaType: "application/vnd.oci.image.config.v1+json", digest: $cd, size: $cs},
-        layers: $layers}' > "$STAGE/manifest.json"
-    blob "$layout" "$STAGE/manifest.json"
+    image_config "$layout" "$arch" "$(jq -cn --arg user "$user" --arg lbl "$label" \
+        '{User: $user, Env: ["PATH=/bin"], Cmd: ["/bin/sh"], Labels: {"org.podscope.test": $lbl}}')" "$@"
 }
 
 # tag LAYOUT TAG DIGEST SIZE MEDIA REPOSITORY...: name a manifest (or index)
@@ -139,36 +174,217 @@ simple() {
 CRITEST=gcr.io/k8s-staging-cri-tools
 E2E=registry.k8s.io/e2e-test-images
 
-# --- critest's Image Manager images ---
-L=$OUT/critest-basic
-read -r d s < <(simple "$L" "" basic)
+# --- critest's images --------------------------------------------------------
+# Working stand-ins for what critest v1.29.0 pulls and runs, amd64, built on
+# Debian's busybox as most of the real ones are on busybox: one gzip layer
+# of busybox they share (the base), and a small layer of their own for
+# those that add files (pause has its one layer alone):
+#
+#   e2e-test-images/busybox:1.29-2    the default container image: every
+#     (and docker.io busybox:latest)  busybox applet, pgrep and ipcs (scripts:
+#                                     Debian's busybox lacks them),
+#                                     /etc/passwd and /etc/group with root,
+#                                     www-data, nobody
+#   k8s-staging-cri-tools/test-image-{latest,tag:test,tag:all,tags:1-3,1,2,3}
+#                                     the same root, each its own image but
+#                                     test-image-tags:1-3 (one image)
+#   .../test-image-user-{uid,username,uid-group,username-group}
+#                                     USER 1002, www-data, 1003:1004, www-data:1004
+#   .../test-image-predefined-group   USER 1000 (default-user), a member of
+#                                     group-defined-in-image (gid 50000)
+#   e2e-test-images/nginx:1.14-2      an "nginx" master process (standin.c)
+#                                     serving HTTP 200 on :80, its pid in
+#                                     /var/run/nginx.pid
+#   .../hostnet-nginx-amd64           the same on :12003
+#   e2e-test-images/httpd:2.4.39-4    a web server on :80 whose log names
+#                                     "httpd -D FOREGROUND"
+#   e2e-test-images/nonewprivs:1.3    /usr/local/bin/nnp, setuid root, prints
+#                                     "Effective uid: N"
+#   registry.k8s.io/pause:3.6, :3.9   /pause alone: a sandbox's process
+#                                     (containerd's sandbox_image)
+#
+# (test-image-digest is not here: critest names it by a digest of gcr.io's
+# that no image built here can have.)
+
+# The stand-in programs: one static binary (no libc in the images that
+# only need it), installed under each name it answers to.
+"$CC" -static -Os -s -Wall -Wl,--build-id=none -o "$STAGE/standin" "$HERE/standin.c" \
+    || { say "compiling standin.c with $CC -static failed (a static libc: libc6-dev)"; exit 1; }
+
+CRITEST_PATH=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# The libraries a dynamically linked busybox loads, at the paths its loader
+# looks in (none for busybox-static).
+CRITEST_LIBS=$(ldd "$BUSYBOX_SH" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' || true)
+
+# critest_base DIR: what every busybox-based stand-in holds, as a busybox
+# image does. The applets are hard links, as in busybox's own images, not
+# symlinks: critest's MaskedPaths spec bind-mounts /dev/null over /bin/ls,
+# which through a symlink would mask busybox itself, and with it sh.
+critest_base() {
+    local d=$1 lib
+    mkdir -p "$d"/{bin,dev,etc,home,proc,root,sys,tmp,usr/bin,usr/sbin,usr/local/bin,var/run,var/www}
+    chmod 1777 "$d/tmp"
+    chmod 0700 "$d/root"
+    install -m 0755 "$BUSYBOX_SH" "$d/bin/busybox"
+    # Some 300 links: one process (perl is Essential on Debian), not one each.
+    "$BUSYBOX_SH" --list | (cd "$d/bin" &&
+        perl -ne 'chomp; next if $_ eq "busybox" || -e $_; link("busybox", $_) or die "link $_: $!\n"')
+    # What critest runs that Debian's busybox has no applet for.
+    install -m 0755 "$HERE/pgrep" "$d/bin/pgrep"
+    install -m 0755 "$HERE/ipcs" "$d/bin/ipcs"
+    for lib in $CRITEST_LIBS; do
+        install -D -m 0755 "$lib" "$d$lib"
+    done
+    # The users and groups critest names: root, www-data (the images with
+    # a USER by name), nobody (RunAsUserName).
+    printf '%s\n' 'root:x:0:0:root:/root:/bin/sh' \
+        'daemon:x:1:1:daemon:/usr/sbin:/bin/false' \
+        'bin:x:2:2:bin:/bin:/bin/false' \
+        'sys:x:3:3:sys:/dev:/bin/false' \
+        'www-data:x:33:33:www-data:/var/www:/bin/false' \
+        'nobody:x:65534:65534:nobody:/home:/bin/false' > "$d/etc/passwd"
+    printf '%s\n' 'root:x:0:' 'daemon:x:1:' 'bin:x:2:' 'sys:x:3:' 'www-data:x:33:' \
+        'nogroup:x:65534:' > "$d/etc/group"
+}
+rm -rf "$STAGE/critest-base"
+critest_base "$STAGE/critest-base"
+# Its layer, made once and shared as images on one base share it: the
+# images that add nothing to the base differ by their configs (labels,
+# users); the others add a small layer of their own.
+BASE_LAYER=$(layer "$STAGE/critest-base" "$STAGE/base-layout" gzip)
+
+# critest_config USER CMD LABEL [EXTRA]: an image's "config" (CMD and
+# EXTRA are JSON; EXTRA's keys are added).
+critest_config() {
+    jq -cn --arg user "$1" --argjson cmd "$2" --arg lbl "$3" --arg path "$CRITEST_PATH" \
+        --argjson extra "${4:-{\}}" \
+        '{User: $user, Env: [$path], Cmd: $cmd, WorkingDir: "/",
+          Labels: {"org.podscope.test": $lbl}} + $extra'
+}
+
+# critest_image LAYOUT CONFIG [DIR]: the base, plus DIR as a second layer
+# when given.  -> "<manifest digest> <manifest size>"
+critest_image() {
+    local layout=$1 cfg=$2 media d s diff
+    read -r media d s diff <<<"$BASE_LAYER"
+    mkdir -p "$layout/blobs/sha256"
+    cp "$STAGE/base-layout/blobs/sha256/${d#sha256:}" "$layout/blobs/sha256/"
+    if [[ -n ${3:-} ]]; then
+        image_config "$layout" amd64 "$cfg" "$BASE_LAYER" "$(layer "$3" "$layout" gzip)"
+    else
+        image_config "$layout" amd64 "$cfg" "$BASE_LAYER"
+    fi
+}
+
+# busybox_image LAYOUT USER LABEL: a plain busybox stand-in.
+busybox_image() {
+    critest_image "$1" "$(critest_config "$2" '["sh"]' "$3")"
+}
+
+# fresh_dir: an empty $STAGE/add for an image's own layer.
+fresh_dir() {
+    rm -rf "$STAGE/add"
+    mkdir -p "$STAGE/add"
+}
+
+L=$OUT/e2e-busybox
+read -r d s < <(busybox_image "$L" "" e2e-busybox)
+tag "$L" 1.29-2 "$d" "$s" $OCI_MANIFEST "$E2E/busybox"
+tag "$L" latest "$d" "$s" $OCI_MANIFEST "docker.io/library/busybox"
+
+# The Image Manager specs' images. test-image-tags' three tags are one
+# image; the other names are an image each.
+L=$OUT/critest-latest
+read -r d s < <(busybox_image "$L" "" test-image-latest)
 tag "$L" latest "$d" "$s" $OCI_MANIFEST "$CRITEST/test-image-latest"
-tag "$L" test "$d" "$s" $OCI_MANIFEST "$CRITEST/test-image-tag"
-tag "$L" all "$d" "$s" $OCI_MANIFEST "$CRITEST/test-image-tag"
+L=$OUT/critest-tag
+for t in test all; do
+    read -r d s < <(busybox_image "$L" "" "test-image-tag-$t")
+    tag "$L" "$t" "$d" "$s" $OCI_MANIFEST "$CRITEST/test-image-tag"
+done
+L=$OUT/critest-tags
+read -r d s < <(busybox_image "$L" "" test-image-tags)
 for n in 1 2 3; do
     tag "$L" "$n" "$d" "$s" $OCI_MANIFEST "$CRITEST/test-image-tags"
 done
 for n in 1 2 3; do
     L=$OUT/critest-$n
-    read -r d s < <(simple "$L" "" "image-$n")
+    read -r d s < <(busybox_image "$L" "" "test-image-$n")
     tag "$L" latest "$d" "$s" $OCI_MANIFEST "$CRITEST/test-image-$n"
 done
 for pair in "uid:1002" "username:www-data" "uid-group:1003:1004" "username-group:www-data:1004"; do
     name=${pair%%:*}
     user=${pair#*:}
     L=$OUT/critest-user-$name
-    read -r d s < <(simple "$L" "$user" "user-$name")
+    read -r d s < <(busybox_image "$L" "$user" "user-$name")
     tag "$L" latest "$d" "$s" $OCI_MANIFEST "$CRITEST/test-image-user-$name"
 done
+
+# USER 1000 is default-user, whose groups in the image (/etc/group) are its
+# own and group-defined-in-image (50000): critest expects `id -G` to give
+# "1000 1234 50000" with supplemental group 1234 added. The second layer's
+# /etc/passwd and /etc/group replace the base's.
 L=$OUT/critest-group
-read -r d s < <(simple "$L" 1000 predefined-group)
+fresh_dir
+mkdir -p "$STAGE/add/etc" "$STAGE/add/home/default-user"
+{ cat "$STAGE/critest-base/etc/passwd"
+  echo 'default-user:x:1000:1000::/home/default-user:/bin/sh'; } > "$STAGE/add/etc/passwd"
+{ cat "$STAGE/critest-base/etc/group"
+  printf '%s\n' 'default-user:x:1000:' 'group-defined-in-image:x:50000:default-user'; } \
+    > "$STAGE/add/etc/group"
+chown 1000:1000 "$STAGE/add/home/default-user"
+read -r d s < <(critest_image "$L" "$(critest_config 1000 '["sh"]' predefined-group)" "$STAGE/add")
 tag "$L" latest "$d" "$s" $OCI_MANIFEST "$CRITEST/test-image-predefined-group"
 
-# --- the busybox images critest's container specs run ---
-L=$OUT/e2e-busybox
-read -r d s < <(simple "$L" "" e2e-busybox)
-tag "$L" 1.29-2 "$d" "$s" $OCI_MANIFEST "$E2E/busybox"
-tag "$L" latest "$d" "$s" $OCI_MANIFEST "docker.io/library/busybox"
+# web_layer PORT: nginx's stand-in in $STAGE/add, listening on PORT.
+web_layer() {
+    fresh_dir
+    mkdir -p "$STAGE/add/usr/sbin" "$STAGE/add/etc/nginx/conf.d" "$STAGE/add/usr/share/nginx/html"
+    install -m 0755 "$STAGE/standin" "$STAGE/add/usr/sbin/nginx"
+    printf 'server {\n    listen %s;\n    root /usr/share/nginx/html;\n}\n' "$1" \
+        > "$STAGE/add/etc/nginx/conf.d/default.conf"
+    echo '<html><body>podscope test page</body></html>' > "$STAGE/add/usr/share/nginx/html/index.html"
+}
+NGINX_CMD='["nginx", "-g", "daemon off;"]'
+L=$OUT/e2e-nginx
+web_layer 80
+read -r d s < <(critest_image "$L" \
+    "$(critest_config "" "$NGINX_CMD" nginx '{"ExposedPorts": {"80/tcp": {}}}')" "$STAGE/add")
+tag "$L" 1.14-2 "$d" "$s" $OCI_MANIFEST "$E2E/nginx"
+L=$OUT/critest-hostnet-nginx
+web_layer 12003
+read -r d s < <(critest_image "$L" \
+    "$(critest_config "" "$NGINX_CMD" hostnet-nginx '{"ExposedPorts": {"12003/tcp": {}}}')" "$STAGE/add")
+tag "$L" latest "$d" "$s" $OCI_MANIFEST "$CRITEST/hostnet-nginx-amd64"
+
+L=$OUT/e2e-httpd
+fresh_dir
+mkdir -p "$STAGE/add/usr/local/bin" "$STAGE/add/usr/local/apache2/htdocs"
+install -m 0755 "$STAGE/standin" "$STAGE/add/usr/local/bin/httpd-foreground"
+echo '<html><body>podscope test page</body></html>' > "$STAGE/add/usr/local/apache2/htdocs/index.html"
+read -r d s < <(critest_image "$L" \
+    "$(critest_config "" '["httpd-foreground"]' httpd \
+        '{"ExposedPorts": {"80/tcp": {}}, "WorkingDir": "/usr/local/apache2"}')" "$STAGE/add")
+tag "$L" 2.4.39-4 "$d" "$s" $OCI_MANIFEST "$E2E/httpd"
+
+# nnp is setuid root: run as uid 1000 it prints "Effective uid: 0" unless
+# no_new_privs is set, then "Effective uid: 1000".
+L=$OUT/e2e-nonewprivs
+fresh_dir
+mkdir -p "$STAGE/add/usr/local/bin"
+install -m 4755 -o 0 -g 0 "$STAGE/standin" "$STAGE/add/usr/local/bin/nnp"
+read -r d s < <(critest_image "$L" "$(critest_config "" '["/usr/local/bin/nnp"]' nonewprivs)" "$STAGE/add")
+tag "$L" 1.3 "$d" "$s" $OCI_MANIFEST "$E2E/nonewprivs"
+
+# The pause image: /pause alone, one layer, run as 65535 as the real one is.
+L=$OUT/pause
+fresh_dir
+install -m 0755 "$STAGE/standin" "$STAGE/add/pause"
+read -r d s < <(image_config "$L" amd64 \
+    "$(critest_config 65535:65535 null pause '{"Entrypoint": ["/pause"]}')" \
+    "$(layer "$STAGE/add" "$L" gzip)")
+tag "$L" 3.6 "$d" "$s" $OCI_MANIFEST registry.k8s.io/pause
+tag "$L" 3.9 "$d" "$s" $OCI_MANIFEST registry.k8s.io/pause
 
 # --- podscope's own ---
 # Three layers: a base, then a whiteout (etc/remove-me) and an opaque

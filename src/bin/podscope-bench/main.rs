@@ -3,6 +3,7 @@
 //! as root. Prints one table: figure, target, measured, verdict.
 
 mod abuse;
+mod anchor;
 mod clients;
 mod crash;
 mod failpoints;
@@ -200,7 +201,7 @@ async fn remove_all(m: &Client) {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     // Sections to run (default: all): latency, network, cri, clients,
-    // crash, abuse, failpoints, images, alive, throughput.
+    // crash, abuse, failpoints, images, alive, throughput, anchor.
     let only: Vec<String> = std::env::args().skip(1).collect();
     if only.first().map(String::as_str) == Some("as-caller") {
         return as_caller(&only[1..]).await;
@@ -259,6 +260,9 @@ async fn main() {
     }
     if run("throughput") {
         throughput(&mut t).await;
+    }
+    if run("anchor") {
+        anchor::containerd(&mut t).await;
     }
     println!();
     t.print();

@@ -7,7 +7,7 @@
 #     (Bearer tokens from token-server.py on :5006, Docker Hub's scheme), as
 #     transient units;
 #   - the images tests/images/build.sh made (built once into
-#     target/test-images, again when build.sh changes) pushed with skopeo.
+#     target/test-images, again when its inputs change) pushed with skopeo.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../../.." && pwd)
@@ -45,10 +45,23 @@ for port in 5000 5001 5005 5006; do
     [[ $code == 200 || $code == 401 || $code == 404 ]] || { say "the registry on $port did not come up"; journalctl -u "podscope-test-registry*" --no-pager -n 30 >&2; exit 1; }
 done
 
-stamp=$(sha256sum "$REPO/tests/images/build.sh" /bin/busybox | sha256sum | cut -c1-16)
+# Rebuilt when anything they are made of changes: the build's files, and
+# the busyboxes (busybox-static, and the dynamically linked one critest's
+# stand-ins use where tests/images/fetch-busybox.sh put it, with the
+# libraries it loads).
+BUSYBOX_SH=${BUSYBOX_SH:-/var/cache/podscope-test/busybox/busybox}
+inputs() {
+    sha256sum "$REPO"/tests/images/* /bin/busybox
+    if [[ -x $BUSYBOX_SH ]]; then
+        sha256sum "$BUSYBOX_SH" $(ldd "$BUSYBOX_SH" | awk '$2 == "=>" { print $3 } $1 ~ /^\// { print $1 }')
+    else
+        echo "no $BUSYBOX_SH"
+    fi
+}
+stamp=$(inputs | sha256sum | cut -c1-16)
 if [[ ! -f $IMAGES/images.list || $(cat "$IMAGES/.stamp" 2>/dev/null) != "$stamp" ]]; then
     say "building test images into $IMAGES"
-    "$REPO/tests/images/build.sh" "$IMAGES"
+    BUSYBOX_SH=$BUSYBOX_SH "$REPO/tests/images/build.sh" "$IMAGES"
     echo "$stamp" > "$IMAGES/.stamp"
 fi
 n=0

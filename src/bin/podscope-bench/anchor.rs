@@ -1,0 +1,671 @@
+//! The anchor: container figures taken on a reference runtime run beside
+//! podscope in the harness, Debian's containerd 1.6 with runc
+//! (tests/harness/anchor/containerd.sh), so that podscope's own are read
+//! against the same machine on the same day. The measurements take only
+//! a CRI endpoint ([`Target`]): the same code measures podscope once it
+//! runs containers (its socket is unix:///run/podscope/cri.sock).
+//!
+//! - critest's benchmark mode: the container lifecycle (CreateContainer,
+//!   StartContainer, StopContainer, RemoveContainer) and the pod lifecycle
+//!   on a pod network (RunPodSandbox, StopPodSandbox), p50 of its
+//!   per-operation durations (its JSON output);
+//! - ExecSync `true`: `crictl exec -s <id> true` minus `crictl version`,
+//!   p50 of wall times (how clients.rs takes crictl's figures);
+//! - what a pod with one running container costs outside the container's
+//!   own processes: the processes the runtime keeps for it (for containerd
+//!   the shim and the pause process), their RSS, and their number per
+//!   running container;
+//! - 100 containers in 25 pods started by 4 concurrent clients (tonic
+//!   clients in this process, one connection each): containers started per
+//!   second, their pods' RunPodSandbox included;
+//! - a cold pull of the bench's 52 MiB image (images.rs pushes it) with
+//!   `crictl pull`, median of 3.
+
+use super::{ms, pct, rss_pss, Table};
+use k8s_cri::v1 as cri;
+use k8s_cri::v1::image_service_client::ImageServiceClient;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+/// The anchor's start/stop script, from the repository (the bench's cwd).
+const SCRIPT: &str = "tests/harness/anchor/containerd.sh";
+/// The image the containers run: critest's default, so critest's own
+/// benchmark and ours run the same one.
+const IMAGE: &str = "registry.k8s.io/e2e-test-images/busybox:1.29-2";
+/// The bench's big image (images.rs builds and pushes it).
+const BIG: &str = "127.0.0.1:5000/bench/big:latest";
+const BIG_MANIFEST: &str = "http://127.0.0.1:5000/v2/bench/big/manifests/latest";
+
+/// A CRI runtime to measure.
+pub struct Target {
+    /// Its rows read "<name>: <figure>".
+    pub name: String,
+    /// Its CRI socket (runtime and image services).
+    pub socket: PathBuf,
+    /// The cgroup parent of the pods made here ("" leaves the runtime's
+    /// default; containerd's systemd driver wants a slice).
+    pub cgroup_parent: String,
+}
+
+impl Target {
+    fn endpoint(&self) -> String {
+        format!("unix://{}", self.socket.display())
+    }
+
+    fn row(&self, figure: &str) -> String {
+        format!("{}: {figure}", self.name)
+    }
+}
+
+/// Start the containerd anchor, measure it, stop it (nothing of it stays).
+pub async fn containerd(t: &mut Table) {
+    script("start");
+    let env = script("env");
+    let var = |k: &str| {
+        env.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("{SCRIPT} env printed no {k}"))
+            .to_owned()
+    };
+    let target = Target {
+        name: "containerd 1.6 + runc".into(),
+        socket: PathBuf::from(
+            var("ANCHOR_ENDPOINT")
+                .strip_prefix("unix://")
+                .expect("a unix:// endpoint"),
+        ),
+        cgroup_parent: var("ANCHOR_SLICE"),
+    };
+    measure(&target, t).await;
+    script("stop");
+}
+
+/// `containerd.sh VERB`: its stdout; its stderr passes through.
+fn script(verb: &str) -> String {
+    let out = Command::new(SCRIPT)
+        .arg(verb)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("run {SCRIPT} (from the repository): {e}"));
+    assert!(out.status.success(), "{SCRIPT} {verb} failed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Every figure on one runtime.
+pub async fn measure(target: &Target, t: &mut Table) {
+    let tools = Tools::from_env();
+    let mut img = image_client(target).await;
+    pull(&mut img, IMAGE).await;
+    critest_benchmarks(target, &tools, t);
+    exec_sync(target, &tools, t).await;
+    footprint(target, t).await;
+    concurrent_starts(target, t).await;
+    cold_pull(target, &tools, t);
+}
+
+/// crictl and critest, from CRICTL and CRITEST (make bench sets them).
+struct Tools {
+    crictl: PathBuf,
+    critest: PathBuf,
+}
+
+impl Tools {
+    fn from_env() -> Tools {
+        let get = |var: &str| {
+            let p = PathBuf::from(
+                std::env::var_os(var)
+                    .unwrap_or_else(|| panic!("{var} is not set (make bench sets it)")),
+            );
+            assert!(p.is_file(), "{var}={} does not exist", p.display());
+            p
+        };
+        Tools {
+            crictl: get("CRICTL"),
+            critest: get("CRITEST"),
+        }
+    }
+
+    /// Wall time of one crictl call against the target; its stdout.
+    fn crictl(&self, target: &Target, args: &[&str]) -> (Duration, String) {
+        let ep = target.endpoint();
+        let t0 = Instant::now();
+        let out = Command::new(&self.crictl)
+            .args(["--runtime-endpoint", &ep, "--image-endpoint", &ep])
+            .args(["--timeout", "300s"])
+            .args(args)
+            .output()
+            .expect("run crictl");
+        let took = t0.elapsed();
+        assert!(
+            out.status.success(),
+            "crictl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (took, String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+}
+
+async fn channel(target: &Target) -> Channel {
+    podscope::cri::channel(&target.socket)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {}: {e}", target.socket.display()))
+}
+
+async fn runtime_client(target: &Target) -> RuntimeServiceClient<Channel> {
+    RuntimeServiceClient::new(channel(target).await)
+}
+
+async fn image_client(target: &Target) -> ImageServiceClient<Channel> {
+    ImageServiceClient::new(channel(target).await)
+}
+
+async fn pull(img: &mut ImageServiceClient<Channel>, image: &str) {
+    img.pull_image(cri::PullImageRequest {
+        image: Some(cri::ImageSpec {
+            image: image.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("pull {image}: {e}"));
+}
+
+fn tempdir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "podscope-bench-anchor-{tag}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn p50_ns(ns: &[u64]) -> Duration {
+    let mut v: Vec<Duration> = ns.iter().map(|n| Duration::from_nanos(*n)).collect();
+    pct(&mut v, 0.5)
+}
+
+/// critest's per-operation durations from one of its benchmark files:
+/// operation name -> ns per sample.
+fn benchmark_file(path: &Path) -> HashMap<String, Vec<u64>> {
+    let data: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("critest wrote no {}: {e}", path.display())),
+    )
+    .unwrap();
+    let names: Vec<String> = data["operationsNames"]
+        .as_array()
+        .expect("operationsNames")
+        .iter()
+        .map(|n| n.as_str().unwrap().to_owned())
+        .collect();
+    let mut ops: HashMap<String, Vec<u64>> = HashMap::new();
+    for p in data["datapoints"].as_array().expect("datapoints") {
+        for (name, d) in names
+            .iter()
+            .zip(p["operationsDurationsNs"].as_array().unwrap())
+        {
+            ops.entry(name.clone())
+                .or_default()
+                .push(d.as_u64().unwrap());
+        }
+    }
+    ops
+}
+
+/// critest -benchmark: its container lifecycle (a pod per sample, the
+/// default container, `top`, stopped with critest's 60 s grace period) and
+/// its pod lifecycle (pod network), 20 samples each, one client.
+fn critest_benchmarks(target: &Target, tools: &Tools, t: &mut Table) {
+    let n = 20;
+    let dir = tempdir("critest");
+    let params = dir.join("params.yaml");
+    std::fs::write(
+        &params,
+        format!(
+            "containersNumber: {n}\ncontainersNumberParallel: 1\ncontainerBenchmarkTimeoutSeconds: 600\n\
+             podsNumber: {n}\npodsNumberParallel: 1\npodBenchmarkTimeoutSeconds: 300\n"
+        ),
+    )
+    .unwrap();
+    let ep = target.endpoint();
+    let out = Command::new(&tools.critest)
+        .args(["--runtime-endpoint", &ep, "--image-endpoint", &ep])
+        .arg("-benchmark")
+        .arg(format!("-benchmarking-params-file={}", params.display()))
+        .arg(format!("-benchmarking-output-dir={}", dir.display()))
+        .args([
+            // critest adds its own focus "benchmark" (ORed): the other
+            // benchmarks are left out here.
+            "--ginkgo.focus=basic operations on Container|lifecycle of PodSandbox",
+            "--ginkgo.skip=container from scratch|operations on Image|listing Image",
+            "--ginkgo.no-color",
+        ])
+        .output()
+        .expect("run critest");
+    assert!(
+        out.status.success(),
+        "critest -benchmark on {}:\n{}\n{}",
+        target.name,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let containers = benchmark_file(&dir.join("container_benchmark_data.json"));
+    let pods = benchmark_file(&dir.join("pod_benchmark_data.json"));
+    for (ops, op, figure) in [
+        (&containers, "CreateContainer", "CreateContainer"),
+        (&containers, "StartContainer", "StartContainer"),
+        (&containers, "StopContainer", "StopContainer"),
+        (&containers, "RemoveContainer", "RemoveContainer"),
+        (&pods, "CreatePod", "RunPodSandbox, pod net"),
+        (&pods, "StopPod", "StopPodSandbox, pod net"),
+    ] {
+        let samples = ops
+            .get(op)
+            .unwrap_or_else(|| panic!("critest reported no {op}"));
+        t.add(
+            &target.row(&format!("critest {figure} p50 ({} samples)", samples.len())),
+            "report",
+            ms(p50_ns(samples)),
+            None,
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn pod_config(target: &Target, name: &str) -> cri::PodSandboxConfig {
+    cri::PodSandboxConfig {
+        metadata: Some(cri::PodSandboxMetadata {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            namespace: "bench-anchor".into(),
+            attempt: 0,
+        }),
+        linux: Some(cri::LinuxPodSandboxConfig {
+            cgroup_parent: target.cgroup_parent.clone(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn container_config(name: &str) -> cri::ContainerConfig {
+    cri::ContainerConfig {
+        metadata: Some(cri::ContainerMetadata {
+            name: name.into(),
+            attempt: 0,
+        }),
+        image: Some(cri::ImageSpec {
+            image: IMAGE.into(),
+            ..Default::default()
+        }),
+        command: vec!["sleep".into(), "3600".into()],
+        linux: Some(cri::LinuxContainerConfig::default()),
+        ..Default::default()
+    }
+}
+
+/// A pod (pod network) with `n` running containers: (pod id, container ids).
+async fn pod_with_containers(
+    rt: &mut RuntimeServiceClient<Channel>,
+    target: &Target,
+    name: &str,
+    n: usize,
+) -> (String, Vec<String>) {
+    let config = pod_config(target, name);
+    let pod = rt
+        .run_pod_sandbox(cri::RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: String::new(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("RunPodSandbox {name}: {e}"))
+        .into_inner()
+        .pod_sandbox_id;
+    let mut ids = Vec::with_capacity(n);
+    for i in 0..n {
+        let id = rt
+            .create_container(cri::CreateContainerRequest {
+                pod_sandbox_id: pod.clone(),
+                config: Some(container_config(&format!("c{i}"))),
+                sandbox_config: Some(config.clone()),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("CreateContainer in {name}: {e}"))
+            .into_inner()
+            .container_id;
+        rt.start_container(cri::StartContainerRequest {
+            container_id: id.clone(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("StartContainer in {name}: {e}"));
+        ids.push(id);
+    }
+    (pod, ids)
+}
+
+async fn remove_pods(rt: &mut RuntimeServiceClient<Channel>, pods: &[String]) {
+    for pod in pods {
+        rt.stop_pod_sandbox(cri::StopPodSandboxRequest {
+            pod_sandbox_id: pod.clone(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("StopPodSandbox: {e}"));
+        rt.remove_pod_sandbox(cri::RemovePodSandboxRequest {
+            pod_sandbox_id: pod.clone(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("RemovePodSandbox: {e}"));
+    }
+}
+
+/// ExecSync `true` as crictl users see it: `crictl exec -s <id> true`
+/// minus `crictl version` (crictl's own start, connection and one call),
+/// p50 of 20 each, interleaved.
+async fn exec_sync(target: &Target, tools: &Tools, t: &mut Table) {
+    let mut rt = runtime_client(target).await;
+    let (pod, ctrs) = pod_with_containers(&mut rt, target, "anchor-exec", 1).await;
+    let (mut exec, mut version) = (Vec::new(), Vec::new());
+    for _ in 0..20 {
+        version.push(tools.crictl(target, &["version"]).0);
+        exec.push(tools.crictl(target, &["exec", "-s", &ctrs[0], "true"]).0);
+    }
+    let base = pct(&mut version, 0.5);
+    let e50 = pct(&mut exec, 0.5);
+    t.add(
+        &target.row("ExecSync `true` p50 (crictl exec -s minus crictl version)"),
+        "report",
+        format!(
+            "{} ({} - {})",
+            ms(e50.saturating_sub(base)),
+            ms(e50),
+            ms(base)
+        ),
+        None,
+    );
+    remove_pods(&mut rt, &[pod]).await;
+}
+
+/// A process seen in /proc: parent, name, command line.
+struct Proc {
+    ppid: u32,
+    comm: String,
+    cmdline: String,
+}
+
+fn processes() -> HashMap<u32, Proc> {
+    let mut all = HashMap::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let comm = stat[stat.find('(').map_or(0, |o| o + 1)..close].to_owned();
+        let ppid = stat[close + 1..]
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        all.insert(
+            pid,
+            Proc {
+                ppid,
+                comm,
+                cmdline,
+            },
+        );
+    }
+    all
+}
+
+/// The pid in a verbose status's "info" document, where the runtime gives
+/// one (containerd does, for pods and containers).
+fn info_pid(info: &HashMap<String, String>) -> Option<u32> {
+    let v: serde_json::Value = serde_json::from_str(info.get("info")?).ok()?;
+    v["pid"].as_u64().map(|p| p as u32).filter(|p| *p > 0)
+}
+
+/// The processes a runtime keeps for each pod besides its containers' own:
+/// those whose command line names the pod or one of its containers (a
+/// shim's `-id <pod>`, a pod init's `--id <pod>`) and the pid the pod's
+/// status reports (containerd's pause), less every container process and
+/// its descendants. Per pod, in the order of `pods`.
+async fn runtime_processes(
+    rt: &mut RuntimeServiceClient<Channel>,
+    pods: &[(String, Vec<String>)],
+) -> Vec<Vec<u32>> {
+    let mut sandbox_pids = Vec::new();
+    let mut container_pids = HashSet::new();
+    for (pod, ctrs) in pods {
+        let st = rt
+            .pod_sandbox_status(cri::PodSandboxStatusRequest {
+                pod_sandbox_id: pod.clone(),
+                verbose: true,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        sandbox_pids.push(info_pid(&st.info));
+        for c in ctrs {
+            let st = rt
+                .container_status(cri::ContainerStatusRequest {
+                    container_id: c.clone(),
+                    verbose: true,
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            if let Some(pid) = info_pid(&st.info) {
+                container_pids.insert(pid);
+            }
+        }
+    }
+    let all = processes();
+    let in_container = |mut pid: u32| {
+        // Up the parent chain: a container's process or a descendant of one.
+        for _ in 0..64 {
+            if container_pids.contains(&pid) {
+                return true;
+            }
+            match all.get(&pid) {
+                Some(p) if p.ppid > 1 => pid = p.ppid,
+                _ => return false,
+            }
+        }
+        false
+    };
+    let me = std::process::id();
+    pods.iter()
+        .zip(sandbox_pids)
+        .map(|((pod, ctrs), sandbox)| {
+            let mut found: Vec<u32> = all
+                .iter()
+                .filter(|(pid, p)| {
+                    **pid != me
+                        && (Some(**pid) == sandbox
+                            || p.cmdline.contains(pod.as_str())
+                            || ctrs.iter().any(|c| p.cmdline.contains(c.as_str())))
+                })
+                .map(|(pid, _)| *pid)
+                .filter(|pid| !in_container(*pid))
+                .collect();
+            found.sort();
+            found
+        })
+        .collect()
+}
+
+/// The names of `pids` (each once, sorted), for a row's label.
+fn names(pids: &[u32]) -> String {
+    let all = processes();
+    let mut n: Vec<String> = pids
+        .iter()
+        .filter_map(|p| all.get(p).map(|p| p.comm.clone()))
+        .collect();
+    n.sort();
+    n.dedup();
+    n.join(" + ")
+}
+
+/// 10 pods with one running container each: the runtime's processes per
+/// pod, their RSS (and PSS), and their number per running container.
+async fn footprint(target: &Target, t: &mut Table) {
+    let n = 10;
+    let mut rt = runtime_client(target).await;
+    let mut pods = Vec::new();
+    for i in 0..n {
+        pods.push(pod_with_containers(&mut rt, target, &format!("anchor-mem-{i}"), 1).await);
+    }
+    // Let the shims and pods settle (first-touch pages, lazy work).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let per_pod = runtime_processes(&mut rt, &pods).await;
+    let (mut rss, mut pss, mut count) = (0u64, 0u64, 0usize);
+    for pids in &per_pod {
+        for pid in pids {
+            let (r, p) = rss_pss(*pid);
+            rss += r;
+            pss += p;
+        }
+        count += pids.len();
+    }
+    let all: Vec<u32> = per_pod.iter().flatten().copied().collect();
+    let what = names(&all);
+    let mib = |kib: u64| kib as f64 / 1024.0 / n as f64;
+    t.add(
+        &target.row(&format!(
+            "memory per pod outside its 1 running container ({what}), mean of {n}"
+        )),
+        "report",
+        format!("{:.1} MiB RSS ({:.1} MiB PSS)", mib(rss), mib(pss)),
+        None,
+    );
+    t.add(
+        &target.row("processes per running container besides its own (1 per pod)"),
+        "report",
+        format!("{:.1} ({what})", count as f64 / n as f64),
+        None,
+    );
+    let ids: Vec<String> = pods.into_iter().map(|(p, _)| p).collect();
+    remove_pods(&mut rt, &ids).await;
+}
+
+/// 100 containers in 25 pods (pod network), started by 4 clients at once,
+/// each with its own connection and its share of the pods (pod i to client
+/// i mod 4): containers started per second, from the first RunPodSandbox
+/// to the last StartContainer.
+async fn concurrent_starts(target: &Target, t: &mut Table) {
+    let (pods_n, per_pod, clients) = (25usize, 4usize, 4usize);
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let target = Target {
+            name: target.name.clone(),
+            socket: target.socket.clone(),
+            cgroup_parent: target.cgroup_parent.clone(),
+        };
+        tasks.push(tokio::spawn(async move {
+            let mut rt = runtime_client(&target).await;
+            let mut mine = Vec::new();
+            for i in (c..pods_n).step_by(clients) {
+                mine.push(
+                    pod_with_containers(&mut rt, &target, &format!("anchor-many-{i}"), per_pod)
+                        .await,
+                );
+            }
+            mine
+        }));
+    }
+    let mut pods = Vec::new();
+    for task in tasks {
+        pods.extend(task.await.unwrap());
+    }
+    let took = t0.elapsed();
+    let started = pods.iter().map(|(_, c)| c.len()).sum::<usize>();
+    assert_eq!(started, pods_n * per_pod);
+    let rate = started as f64 / took.as_secs_f64();
+    t.add(
+        &target.row(&format!(
+            "{started} containers in {pods_n} pods by {clients} gRPC clients: started/s (RunPodSandbox included)"
+        )),
+        "report",
+        format!("{rate:.1} /s ({:.1} s)", took.as_secs_f64()),
+        None,
+    );
+    let mut rt = runtime_client(target).await;
+    let per = runtime_processes(&mut rt, &pods).await;
+    let count: usize = per.iter().map(Vec::len).sum();
+    t.add(
+        &target.row(&format!(
+            "processes per running container besides its own ({per_pod} per pod)"
+        )),
+        "report",
+        format!("{:.2}", count as f64 / started as f64),
+        None,
+    );
+    let ids: Vec<String> = pods.into_iter().map(|(p, _)| p).collect();
+    remove_pods(&mut rt, &ids).await;
+}
+
+/// Is the bench's big image in the harness registry? (images.rs pushes it.)
+fn big_image_pushed() -> bool {
+    Command::new("curl")
+        .args(["-sf", "-o", "/dev/null", "-I"])
+        .args([
+            "-H",
+            "Accept: application/vnd.oci.image.manifest.v1+json",
+            BIG_MANIFEST,
+        ])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Cold pulls of the bench's big image with crictl: removed (the runtime's
+/// content and snapshots with it: containerd's CRI RemoveImage collects
+/// synchronously), then pulled; median of 3 wall times.
+fn cold_pull(target: &Target, tools: &Tools, t: &mut Table) {
+    let figure = target.row("cold pull of the bench's 52 MiB image (crictl pull), median of 3");
+    if !big_image_pushed() {
+        t.add(
+            &figure,
+            "report",
+            format!("not measured: {BIG} is not in the registry (the images section pushes it)"),
+            None,
+        );
+        return;
+    }
+    let forget = || {
+        let ep = target.endpoint();
+        // Absent already is fine.
+        let _ = Command::new(&tools.crictl)
+            .args([
+                "--runtime-endpoint",
+                &ep,
+                "--image-endpoint",
+                &ep,
+                "rmi",
+                BIG,
+            ])
+            .output();
+    };
+    let mut pulls = Vec::new();
+    for _ in 0..3 {
+        forget();
+        pulls.push(tools.crictl(target, &["pull", BIG]).0);
+    }
+    forget();
+    t.add(&figure, "report", ms(pct(&mut pulls, 0.5)), None);
+}
