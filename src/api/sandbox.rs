@@ -314,6 +314,11 @@ pub struct RuntimeInfo {
     pub state_dir: String,
     /// The configured handlers; "" is always accepted.
     pub runtime_handlers: Vec<String>,
+    /// Handlers that cannot run here, each with why ("runc: /usr/bin/runc
+    /// is not there").
+    pub runtimes_unavailable: Vec<String>,
+    pub containers: u32,
+    pub containers_running: u32,
     /// Wait calls now blocked.
     pub waits_in_flight: u32,
     pub os: String,
@@ -772,7 +777,10 @@ mod tests {
             orphans_stopped: vec!["podscope-x.scope".into()],
             network_teardowns_owed: 0,
             state_dir: "/var/lib/podscope".into(),
-            runtime_handlers: vec!["podscope".into()],
+            runtime_handlers: vec!["crun".into(), "runc".into()],
+            runtimes_unavailable: vec![],
+            containers: 3,
+            containers_running: 1,
             waits_in_flight: 0,
             os: "linux".into(),
             architecture: "amd64".into(),

@@ -303,7 +303,33 @@ impl Service {
             ),
             Err(nr) => condition("NetworkReady", false, nr.reason, nr.message),
         };
-        let conditions = vec![condition("RuntimeReady", true, "", String::new()), network];
+        // A handler is ready when its binary is there; the default one
+        // decides RuntimeReady (kubelet's pods without a RuntimeClass).
+        let unavailable: Vec<(String, String)> = lc
+            .settings
+            .runtimes
+            .iter()
+            .filter(|(_, h)| !h.path.is_file())
+            .map(|(name, h)| {
+                (
+                    name.clone(),
+                    format!("{name}: {} is not there", h.path.display()),
+                )
+            })
+            .collect();
+        let runtime = match unavailable
+            .iter()
+            .find(|(n, _)| *n == lc.settings.default_runtime)
+        {
+            Some((_, why)) => condition(
+                "RuntimeReady",
+                false,
+                "RuntimeMissing",
+                format!("the default runtime handler {why}"),
+            ),
+            None => condition("RuntimeReady", true, "", String::new()),
+        };
+        let conditions = vec![runtime, network];
         let info = RuntimeInfo {
             sandboxes: lc.count() as u32,
             ready: lc.count_in(State::Ready) as u32,
@@ -322,6 +348,12 @@ impl Service {
             network_teardowns_owed: lc.attachments_owed() as u32,
             state_dir: lc.settings.state_dir.display().to_string(),
             runtime_handlers: lc.settings.runtimes.keys().cloned().collect(),
+            runtimes_unavailable: unavailable.into_iter().map(|(_, why)| why).collect(),
+            containers: self.containers.count() as u32,
+            containers_running: self
+                .containers
+                .count_in(crate::domain::container::ContainerState::Running)
+                as u32,
             waits_in_flight: self.waiters.in_flight() as u32,
             os: platform.os.into(),
             architecture: platform.architecture.into(),

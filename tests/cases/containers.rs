@@ -276,3 +276,26 @@ async fn a_container_needs_a_ready_pod_and_a_present_image() {
     assert_eq!(k, ErrorKind::InvalidState, "{msg}");
     m.remove(&pod).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn container_interface_xml_matches_live_introspection() {
+    let (m, conn) = manager().await;
+    pull_busybox(&m).await;
+    let (pod, _) = log_pod(&m, "ctr-xml", "").await;
+    let (_, path) = m
+        .create_container(&pod, "xml", 0, BUSYBOX, &sh_cmd("true"))
+        .await
+        .unwrap();
+    let live = introspect(&conn, path.as_str()).await;
+    let shipped = std::fs::read_to_string("/usr/share/dbus-1/interfaces/org.podscope.Sandbox1.xml")
+        .expect("make install ships the interface XML");
+    let iface = podscope::api::CONTAINER_INTERFACE;
+    let want = interface_tags(&shipped, iface);
+    assert!(!want.is_empty(), "{iface} missing from the shipped XML");
+    assert_eq!(
+        want,
+        interface_tags(&live, iface),
+        "dbus/org.podscope.Sandbox1.xml differs from the live {iface}"
+    );
+    m.remove(&pod).await.unwrap();
+}

@@ -194,7 +194,7 @@ async fn cri_runtime_answers_version_status_config_and_image_fs() {
         .iter()
         .map(|h| h.name.as_str())
         .collect();
-    assert_eq!(handlers, ["", "podscope"]);
+    assert_eq!(handlers, ["", "crun", "runc"]);
     assert!(!st.runtime_handlers[0].features.unwrap().user_namespaces);
     let info: serde_json::Value = serde_json::from_str(&st.info["info"]).unwrap();
     assert_eq!(info["state_dir"], "/var/lib/podscope");
