@@ -8,6 +8,7 @@ use super::daemon::Daemon;
 use super::errors::{is_already_exists, is_not_found, status_of};
 use super::stats::{self, CpuRates, PodRef};
 use crate::api::{CreateOptions, ListFilter, SandboxSummary};
+use crate::domain::container::ContainerState;
 use crate::domain::{NetworkMode, SandboxConfig, State};
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::runtime_service_server::RuntimeService;
@@ -235,6 +236,7 @@ impl Cri {
         &self,
         mounts: &stats::Mounts,
         d: &SandboxSummary,
+        containers: &[crate::api::container::ContainerSummary],
         timestamp: i64,
     ) -> cri::PodSandboxStats {
         let pod = PodRef {
@@ -244,6 +246,14 @@ impl Cri {
             pod_network: d.network == NetworkMode::Pod,
         };
         let pod_sandbox = convert::pod_sandbox(d);
+        let mut linux = stats::linux_stats(mounts, &pod, &self.rates, timestamp);
+        if let Some(l) = linux.as_mut() {
+            l.containers = containers
+                .iter()
+                .filter(|c| c.pod_id == d.id && c.state != ContainerState::Exited)
+                .map(|c| super::container::stats_of(mounts, &self.rates, c, timestamp))
+                .collect();
+        }
         cri::PodSandboxStats {
             attributes: Some(cri::PodSandboxAttributes {
                 id: d.id.clone(),
@@ -251,7 +261,7 @@ impl Cri {
                 labels: pod_sandbox.labels,
                 annotations: pod_sandbox.annotations,
             }),
-            linux: stats::linux_stats(mounts, &pod, &self.rates, timestamp),
+            linux,
             windows: None,
         }
     }
@@ -343,10 +353,21 @@ impl RuntimeService for RuntimeApi {
             if req.verbose {
                 info.insert("info".to_owned(), convert::dict_json(&d));
             }
+            // Evented PLEG reads the pod's containers from here.
+            let mut containers_statuses = Vec::new();
+            let filter = cri::ContainerFilter {
+                pod_sandbox_id: s.id.clone(),
+                ..Default::default()
+            };
+            for c in self.0.list_containers(&filter).await? {
+                if let Ok(st) = self.0.container_status(&c.id, false).await {
+                    containers_statuses.extend(st.status);
+                }
+            }
             Ok(cri::PodSandboxStatusResponse {
                 status: Some(convert::sandbox_status(&s)),
                 info,
-                containers_statuses: Vec::new(),
+                containers_statuses,
                 timestamp: now_ns(),
             })
         })
@@ -391,11 +412,20 @@ impl RuntimeService for RuntimeApi {
                     d.id
                 )));
             }
+            let containers = self
+                .0
+                .list_containers(&cri::ContainerFilter {
+                    pod_sandbox_id: d.id.clone(),
+                    ..Default::default()
+                })
+                .await?;
             Ok(cri::PodSandboxStatsResponse {
-                stats: Some(
-                    self.0
-                        .pod_stats(&stats::Mounts::read(), &d.summary(), now_ns()),
-                ),
+                stats: Some(self.0.pod_stats(
+                    &stats::Mounts::read(),
+                    &d.summary(),
+                    &containers,
+                    now_ns(),
+                )),
             })
         })
         .await
@@ -413,11 +443,13 @@ impl RuntimeService for RuntimeApi {
                 &f.label_selector,
             )?;
             let pods = self.0.list(q).await?;
+            // One listing for every pod's containers.
+            let containers = self.0.list_containers(&Default::default()).await?;
             let ts = now_ns();
             let mounts = stats::Mounts::read();
             let stats: Vec<cri::PodSandboxStats> = pods
                 .iter()
-                .map(|d| self.0.pod_stats(&mounts, d, ts))
+                .map(|d| self.0.pod_stats(&mounts, d, &containers, ts))
                 .collect();
             if f.id.is_empty() && f.label_selector.is_empty() {
                 let live: HashSet<String> = pods.iter().map(|d| d.id.clone()).collect();

@@ -37,6 +37,21 @@ async fn a_kill_at_every_step_of_a_pull_leaves_the_whole_image_or_none() {
     assert!(report.leaks.is_empty(), "leaks: {:#?}", report.leaks);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill_at_every_container_step_leaves_nothing_unaccounted_for() {
+    let report = driver::run_containers(
+        Path::new(env!("CARGO_BIN_EXE_podscoped")),
+        "docker.io/library/busybox:latest",
+    )
+    .await;
+    let missed: Vec<&&str> = failpoint::CONTAINERS
+        .iter()
+        .filter(|f| !report.covered.contains(*f))
+        .collect();
+    assert!(missed.is_empty(), "failpoints never reached: {missed:?}");
+    assert!(report.leaks.is_empty(), "leaks: {:#?}", report.leaks);
+}
+
 /// The installed daemon (built as the packages build it) has no
 /// failpoint in it, nor even reads the variable.
 #[test]

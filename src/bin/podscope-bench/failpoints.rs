@@ -152,6 +152,220 @@ pub async fn run_images(daemon: &Path, image: &str) -> Report {
 
 const IMAGE_STORE: &str = "/var/lib/podscope/images";
 
+/// Kill at every failpoint of a container's Create, Start, Stop and Remove
+/// (`failpoint::CONTAINERS`), `image` (present in the store) in a ready
+/// host-network pod: after each kill and restart every container unit,
+/// root mount, bundle, run directory and runtime state has a record that
+/// accounts for it; the interrupted verb, tried again, works; and once the
+/// pod is removed nothing of its containers is left.
+pub async fn run_containers(daemon: &Path, image: &str) -> Report {
+    let mut report = Report::default();
+    let guard = Setup::install(daemon);
+    for &name in failpoint::CONTAINERS {
+        std::fs::write(ARM_FILE, "").unwrap();
+        let m = restart_armed().await;
+        m.pull_image(image, &PullOptions::default()).await.unwrap();
+        let pod = {
+            let (id, _) = m.create(&pod(), &host_options()).await.unwrap();
+            m.start(&id).await.unwrap();
+            id
+        };
+        let op = name.split_once('.').map(|(op, _)| op).unwrap_or(name);
+        arm(name);
+        let m = restart_armed().await;
+        let answer = async {
+            let (id, _) = m
+                .create_container(&pod, "fp", 0, image, &container_options())
+                .await?;
+            if op != "ctr-create" {
+                m.start_container(&id).await?;
+            }
+            if op == "ctr-stop" {
+                m.stop_container(&id, 10).await?;
+            }
+            if op == "ctr-remove" {
+                m.remove_container(&id).await?;
+            }
+            zbus::Result::Ok(())
+        }
+        .await;
+        if answer.is_ok() {
+            panic!("failpoints: {name}: the {op} went through; the failpoint was never reached");
+        }
+        wait_down();
+        let killed = killed_at(name);
+        report.kills += killed.len();
+        report.covered.extend(killed);
+        let m = restart_clean().await;
+        let found = container_leftovers(&m).await;
+        report
+            .leaks
+            .extend(found.into_iter().map(|l| format!("{name}: {l}")));
+        // What the kill cut short, done again, goes through.
+        let filter = podscope::api::container::ContainerFilter {
+            pod_id: Some(pod.clone()),
+            ..Default::default()
+        };
+        for c in m.list_containers(&filter).await.unwrap_or_default() {
+            use podscope::domain::container::ContainerState as S;
+            let again = match (op, c.state) {
+                ("ctr-start", S::Created) => m.start_container(&c.id).await,
+                ("ctr-stop", S::Running) => m.stop_container(&c.id, 10).await,
+                ("ctr-remove", _) => m.remove_container(&c.id).await,
+                _ => Ok(()),
+            };
+            if let Err(e) = again {
+                report
+                    .leaks
+                    .push(format!("{name}: {op} of {} again failed: {e}", c.id));
+            }
+        }
+        let ids: Vec<String> = m
+            .list_containers(&filter)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        m.remove(&pod).await.unwrap();
+        let mut found = container_leftovers(&m).await;
+        for id in &ids {
+            if !Path::new(&format!("/var/lib/podscope/containers/{id}")).exists()
+                && sh(&format!(
+                    "systemctl list-units --all --plain --no-legend 'podscope-ctr-{id}.service'"
+                ))
+                .trim()
+                .is_empty()
+            {
+                continue;
+            }
+            found.push(format!(
+                "container {id} left something after its pod's removal"
+            ));
+        }
+        report.leaks.extend(
+            found
+                .into_iter()
+                .map(|l| format!("{name}, after Remove: {l}")),
+        );
+    }
+    drop(guard);
+    report
+}
+
+fn host_options() -> CreateOptions {
+    CreateOptions {
+        network: Some(podscope::domain::NetworkMode::Host),
+        ..options()
+    }
+}
+
+/// A container that ends at once on SIGTERM.
+fn container_options() -> podscope::api::container::ContainerOptions {
+    podscope::api::container::ContainerOptions {
+        command: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            "trap 'exit 0' TERM; while :; do sleep 0.1; done".into(),
+        ],
+        labels: [("tag".to_owned(), LABEL.to_owned())].into(),
+        ..Default::default()
+    }
+}
+
+/// Every container unit, root mount, bundle, run directory and runtime
+/// state on the node checked against the container records.
+async fn container_leftovers(m: &Client) -> Vec<String> {
+    use podscope::domain::container::ContainerState as S;
+    let mut records = BTreeMap::new();
+    for c in m
+        .list_containers(&Default::default())
+        .await
+        .unwrap_or_default()
+    {
+        if let Ok(st) = m.container_status(&c.id).await {
+            records.insert(c.id.clone(), st);
+        }
+    }
+    let mut found = Vec::new();
+    let units: BTreeMap<String, String> =
+        sh("systemctl list-units --all --plain --no-legend 'podscope-ctr-*'")
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                let unit = w.next()?.to_owned();
+                let active = w.nth(1)?.to_owned();
+                Some((unit, active))
+            })
+            .collect();
+    for (unit, active) in &units {
+        let id = unit
+            .trim_start_matches("podscope-ctr-")
+            .trim_end_matches(".service");
+        match records.get(id) {
+            None => found.push(format!("unit {unit} ({active}) without a record")),
+            Some(st) if st.state == S::Created && active == "active" => {
+                found.push(format!("unit {unit} active for a created record"))
+            }
+            _ => {}
+        }
+    }
+    for (id, st) in &records {
+        let unit = format!("podscope-ctr-{id}.service");
+        if st.state == S::Running {
+            let pid = sh(&format!("systemctl show -P MainPID {unit}"));
+            if pid.trim() != st.main_pid.to_string() {
+                found.push(format!(
+                    "running {id}: its unit's main PID is {} not {}",
+                    pid.trim(),
+                    st.main_pid
+                ));
+            }
+        }
+        let mounted = std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .contains(&format!("/containers/{id}/rootfs"));
+        if st.state == S::Created && mounted {
+            found.push(format!("created {id} has its root mounted"));
+        }
+        if st.state == S::Running && !mounted {
+            found.push(format!("running {id} has no root mounted"));
+        }
+    }
+    for id in dir_names("/var/lib/podscope/containers", "") {
+        if !records.contains_key(&id) {
+            found.push(format!("bundle {id} without a record"));
+        }
+    }
+    for line in std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+    {
+        if let Some(rest) = line.split_whitespace().nth(4) {
+            if let Some(id) = rest
+                .strip_prefix("/var/lib/podscope/containers/")
+                .and_then(|r| r.strip_suffix("/rootfs"))
+            {
+                if !records.contains_key(id) {
+                    found.push(format!("root of {id} mounted without a record"));
+                }
+            }
+        }
+    }
+    for dir in ["/run/podscope/containers", "/run/crun", "/run/runc"] {
+        for id in dir_names(dir, "") {
+            if id.len() == 64 && !records.contains_key(&id) {
+                found.push(format!("{dir}/{id} without a record"));
+            }
+        }
+    }
+    let execs = sh("systemctl list-units --all --plain --no-legend 'podscope-exec-*'");
+    if !execs.trim().is_empty() {
+        found.push(format!("exec units left: {}", execs.trim()));
+    }
+    found
+}
+
 /// Remove the image if present, then wait for the collection to take
 /// its layers (30 s at most). Other images' layers stay.
 async fn forget_image(m: &Client, image: &str) {
