@@ -114,6 +114,12 @@ impl HostNs {
         })
     }
 
+    /// Calls run in the daemon's own namespace (the unit tests').
+    #[cfg(test)]
+    pub fn in_place() -> Self {
+        HostNs { mntns: None }
+    }
+
     /// An overlay of `lowers` (relative to `lower_base`, topmost first)
     /// under `upper`, mounted at `target`. Relative lower directories keep
     /// the options within a page for stacks of hundreds of layers.

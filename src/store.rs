@@ -348,6 +348,32 @@ pub(crate) mod tests {
         )
     }
 
+    /// What another filesystem holds (a container's root still mounted) is
+    /// never deleted through the mount point. The unit tests run as root
+    /// (make check), which mounting needs.
+    #[test]
+    fn a_tree_is_removed_on_its_own_filesystem_only() {
+        let t = TempDir::new();
+        let mnt = t.0.join("bundle/rootfs");
+        fs::create_dir_all(&mnt).unwrap();
+        fs::write(t.0.join("bundle/config.json"), b"{}").unwrap();
+        nix::mount::mount(
+            Some("tmpfs"),
+            &mnt,
+            Some("tmpfs"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        )
+        .expect("mount a tmpfs (the unit tests run as root)");
+        fs::write(mnt.join("precious"), b"keep").unwrap();
+        let e = remove_tree_on_one_fs(&t.0.join("bundle")).unwrap_err();
+        assert!(e.to_string().contains("is a mount point"), "{e}");
+        assert_eq!(fs::read(mnt.join("precious")).unwrap(), b"keep");
+        nix::mount::umount(&mnt).unwrap();
+        remove_tree_on_one_fs(&t.0.join("bundle")).unwrap();
+        assert!(!t.0.join("bundle").exists());
+    }
+
     #[test]
     fn encode_decode_round_trip() {
         let sb = sample();
