@@ -25,6 +25,21 @@ impl<S: SystemdClient> Pods<S> {
             Err(e) => return Err(e),
         }
         self.remove_members(&entry.snapshot()).await?;
+        // A slice of its own (no cgroup parent) goes with the pod; systemd
+        // keeps an empty slice loaded otherwise. kubelet's are kubelet's.
+        let sb = entry.snapshot();
+        if sb.config.cgroup_parent.is_empty()
+            && slice::pod_slice(&self.settings.default_slice, sb.id.as_str()).ok().as_deref()
+                == Some(sb.slice.as_str())
+        {
+            if let Err(e) = self
+                .systemd
+                .stop_unit(&sb.slice, self.settings.stop_timeout())
+                .await
+            {
+                warn!(sandbox_id = %id, "sandbox {id}: stop its slice {}: {e}", sb.slice);
+            }
+        }
         failpoint::hit(failpoint::REMOVE_STOPPED);
         // The files before the record: a crash in between leaves a record
         // (Remove is retried), never files that nothing owns.

@@ -1,7 +1,9 @@
 #!/bin/bash
 # The podscope demo, run inside the harness by `make demo`: a pod created,
-# started, inspected with the systemd tools, stopped and removed; an image
-# pulled through a registry mirror, listed and removed.
+# started, inspected with the systemd tools; a container run in it as a
+# systemd unit of its own (no shim), its logs and an exec; the pod stopped
+# and removed with its container; an image pulled through a registry
+# mirror, listed and removed; then the same through crictl.
 set -euo pipefail
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 run() { printf '$ %s\n' "$*"; "$@"; }
@@ -10,8 +12,8 @@ step "The daemon is D-Bus activated by the first call"
 run podscopectl info
 
 step "Create and start a pod (podscopectl talks D-Bus to podscoped)"
-printf '$ podscopectl create web-0 --namespace demo --hostname web-0 --label app=web --memory 268435456 --port 8080:80 --dns-server 10.96.0.10 --start\n'
-id=$(podscopectl create web-0 --namespace demo --hostname web-0 --label app=web --memory 268435456 --port 8080:80 --dns-server 10.96.0.10 --start)
+printf '$ podscopectl create web-0 --namespace demo --hostname web-0 --label app=web --memory 268435456 --port 8080:80 --dns-server 10.96.0.10 --log-directory /var/log/pods/demo_web-0 --start\n'
+id=$(podscopectl create web-0 --namespace demo --hostname web-0 --label app=web --memory 268435456 --port 8080:80 --dns-server 10.96.0.10 --log-directory /var/log/pods/demo_web-0 --start)
 echo "$id"
 
 step "podscopectl list / status"
@@ -42,20 +44,41 @@ run busctl get-property org.podscope.Sandbox1 "/org/podscope/Sandbox1/sandbox/$i
 step "The journal has the pod's events, with structured fields"
 run journalctl -u podscoped --no-pager -o cat SANDBOX_ID="$id"
 
+step "A container in the pod: an image pulled, then a transient service of its own in the pod's slice"
+run podscopectl pull busybox
+printf '%s\n' "$ podscopectl container create $id web busybox --log-path web/0.log --memory 67108864 --start -- sh -c 'echo hello from a container; while true; do date; sleep 1; done'"
+ctr=$(podscopectl container create "$id" web busybox --log-path web/0.log --memory 67108864 --start -- \
+    sh -c 'echo hello from a container; while true; do date; sleep 1; done')
+echo "$ctr"
+run podscopectl ps
+run systemctl status --no-pager --lines=0 "podscope-ctr-$ctr.service"
+run systemctl show -p MainPID -p Slice -p MemoryMax -p DevicePolicy -p OOMPolicy "podscope-ctr-$ctr.service"
+
+step "The pod is its slice: one podscope-init and the container's own process, no shim or monitor"
+slice=$(systemctl show -P Slice "podscope-$id.scope")
+run systemd-cgls --no-pager -u "$slice"
+
+step "Its output, in the CRI log file kubelet reads; a command run inside it"
+sleep 2
+run podscopectl logs "$ctr"
+run head -n 3 /var/log/pods/demo_web-0/web/0.log
+run podscopectl exec "$ctr" sh -c 'hostname; id; cat /proc/1/cmdline | tr "\0" " "; echo'
+run sh -c "journalctl -u podscoped --no-pager -o cat EVENT=container-started | tail -n 1"
+
 step "Change its memory limit while it runs"
 run podscopectl update "$id" --memory 536870912
 run systemctl show -p MemoryMax "podscope-$id.scope"
 
-step "Stop and remove"
+step "Stop the pod (its container first), then remove both"
 run podscopectl stop "$id"
+run podscopectl ps -a
 run podscopectl status "${id:0:12}"
 run podscopectl rm "$id"
 run podscopectl list
-run systemctl list-units --no-pager --no-legend 'podscope-*.scope'
+run systemctl list-units --no-pager --no-legend 'podscope-*'
 
 step "Images: pulled through the registry mirror registries.conf names (here the harness's)"
 run grep -A3 'prefix = "docker.io"' /etc/containers/registries.conf
-run podscopectl pull busybox
 run podscopectl images
 run sh -c "podscopectl inspecti busybox | head -n 12"
 run sh -c "journalctl -u podscoped --no-pager -o cat EVENT=image-pulled | tail -n 1"
@@ -71,6 +94,15 @@ if [[ -x ${CRICTL:-} ]]; then
     pod=$(crictl runp tests/conformance/pod-network.json)
     echo "$pod"
     run crictl pods
+    printf '$ crictl create %s tests/conformance/container.json tests/conformance/pod-network.json\n' "$pod"
+    c=$(crictl create "$pod" tests/conformance/container.json tests/conformance/pod-network.json)
+    echo "$c"
+    run crictl start "$c"
+    run crictl ps
+    run crictl exec -s "$c" echo hello from crictl exec
+    run crictl stats
+    run crictl stop "$c"
+    run crictl logs "$c"
     run crictl stopp "$pod"
     run crictl rmp "$pod"
 else
@@ -78,4 +110,4 @@ else
     echo "(crictl not found at '${CRICTL:-}': set CRICTL=/path/to/crictl to see the CRI part)"
 fi
 echo
-echo "demo finished: the pod was created, inspected with systemctl/busctl/journalctl, stopped and removed; an image was pulled, listed and removed."
+echo "demo finished: a pod and its container were made, inspected with systemctl/busctl/journalctl, stopped and removed; an image was pulled, listed and removed."

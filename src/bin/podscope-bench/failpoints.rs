@@ -752,6 +752,17 @@ async fn leftovers(m: &Client) -> Vec<String> {
             found.push(format!("IP lease {ip} of {owner} without an attachment"));
         }
     }
+    // A pod without a cgroup parent has a slice of its own, stopped when
+    // the pod is removed.
+    for unit in sh("systemctl list-units --all --plain --no-legend 'podscope-*.slice'")
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+    {
+        let id = unit.trim_start_matches("podscope-").trim_end_matches(".slice");
+        if id.len() == 64 && !records.contains_key(id) {
+            found.push(format!("slice {unit} without a record"));
+        }
+    }
     for id in dir_names("/run/podscope/sandboxes", "") {
         if !records.contains_key(&id) {
             found.push(format!(
