@@ -43,7 +43,8 @@ Commands:
 Containers (crictl's names where they name nothing else here):
   container create POD NAME IMAGE [OPTIONS] [-- COMMAND ARGS...]
       --env K=V  --workdir DIR  --user UID|NAME  --mount HOST:CONTAINER[:ro]
-      --label K=V  --log-path PATH (under the pod's log directory)
+      --label K=V  --log-path PATH (in the pod's log directory; default
+      NAME/ATTEMPT.log)
       --privileged  --read-only  --cap-add CAP  --cap-drop CAP  --tty  --stdin
       --memory BYTES  --cpu-quota USEC  --cpu-period USEC  --cpu-shares N
       --cpuset-cpus LIST  --attempt N  --start (start it too)
@@ -958,6 +959,10 @@ mod containers {
         o.labels = labels;
         o.security = security;
         o.resources = resources;
+        if o.log_path.is_empty() {
+            // kubelet's layout; used only when the pod has a log directory.
+            o.log_path = format!("{name}/{attempt}.log");
+        }
         let (id, _): (String, OwnedObjectPath) = m
             .call(
                 "CreateContainer",
@@ -1091,7 +1096,10 @@ mod containers {
         };
         let s = m.container_status(id).await?;
         if s.log_path.is_empty() {
-            return Err(Fail(format!("container {} has no log file", s.id)));
+            return Err(Fail(format!(
+                "container {} has no log file (its pod was created without a log directory)",
+                s.id
+            )));
         }
         let mut out = std::io::stdout().lock();
         let mut pos = 0u64;

@@ -13,13 +13,16 @@ use std::os::fd::{AsFd, OwnedFd};
 /// How long the runtime may take to hand over a TTY container's terminal.
 const CONSOLE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A start in progress: what to undo if it fails.
+/// A start in progress: what to undo if it fails, and how long each step
+/// took (µs: the log file, the pipes and their holding, the pod's shm, the
+/// root, the OOM watch, the unit's job, reading the unit back).
 #[derive(Default)]
 struct Started {
     unit: bool,
     rootfs: bool,
     held: bool,
     live: Option<Live>,
+    steps: [u64; 7],
 }
 
 impl<S: SystemdClient + Clone> Containers<S> {
@@ -74,6 +77,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                             rootfs: true,
                             held: true,
                             live: None,
+                            steps: [0; 7],
                         },
                         &e,
                     )
@@ -81,12 +85,21 @@ impl<S: SystemdClient + Clone> Containers<S> {
                     return Err(e);
                 }
                 failpoint::hit(failpoint::CTR_START_DONE);
+                let [log_us, pipes_us, shm_us, rootfs_us, oom_us, unit_us, status_us] =
+                    started.steps;
                 info!(
                     event = crate::logging::event::CONTAINER_STARTED,
                     container_id = %c.id,
                     sandbox_id = %c.pod_id,
                     unit = %c.unit(),
                     main_pid = entry.with(|c| c.main_pid),
+                    log_us,
+                    pipes_us,
+                    shm_us,
+                    rootfs_us,
+                    oom_us,
+                    unit_us,
+                    status_us,
                     elapsed_us = t0.elapsed().as_micros() as u64,
                     "container {} ({}) started in {} µs",
                     c.id,
@@ -125,6 +138,11 @@ impl<S: SystemdClient + Clone> Containers<S> {
         }
         let runtime_log = run_dir.join("runtime.log");
         let _ = std::fs::remove_file(&runtime_log);
+        let mut lap = std::time::Instant::now();
+        let mut step = |st: &mut Started, i: usize| {
+            st.steps[i] = lap.elapsed().as_micros() as u64;
+            lap = std::time::Instant::now();
+        };
 
         // The log file, where the host sees it (kubelet's /var/log/pods,
         // a client's /tmp).
@@ -141,6 +159,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             )),
         };
         let log = LogFile::new(file);
+        step(st, 0);
 
         // Pipes: the write ends go to systemd for the unit, the read ends
         // are read here and held by the pod's init as well.
@@ -201,6 +220,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             oom: None,
             stdin: stdin_w,
         });
+        step(st, 1);
         failpoint::hit(failpoint::CTR_START_LOGS_READY);
 
         if !pod_view(&self.settings, sb).host_ipc {
@@ -208,6 +228,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 .await
                 .map_err(|e| e.context(ctx("the pod's /dev/shm")))?;
         }
+        step(st, 2);
         let dirs = rootfs::Dirs::of(&self.bundle(&c.id));
         let layers: Vec<crate::image::reference::Digest> = c
             .layers
@@ -221,6 +242,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
         rootfs::mount(&self.hostns, &self.images.store, &layers, &dirs)
             .await
             .map_err(|e| e.context(ctx("mount the root")))?;
+        step(st, 3);
         failpoint::hit(failpoint::CTR_START_ROOTFS_MOUNTED);
 
         match oom::watch(&self.hostns, self.oom_layout, &c.cgroup_path()).await {
@@ -228,6 +250,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             Err(e) => warn!(container_id = %c.id, "container {}: no OOM watch: {e}", c.id),
         }
 
+        step(st, 4);
         let console = if c.config.tty {
             let path = run_dir.join("console.sock");
             let _ = std::fs::remove_file(&path);
@@ -289,6 +312,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 )
             });
         }
+        step(st, 5);
         failpoint::hit(failpoint::CTR_START_UNIT_STARTED);
 
         if let Some(task) = console_task {
@@ -319,6 +343,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             .service_status(&unit)
             .await
             .map_err(|e| e.context(ctx("read the unit")))?;
+        step(st, 6);
         let mut next = c.clone();
         next.state = ContainerState::Running;
         next.started_at = status
