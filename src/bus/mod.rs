@@ -522,8 +522,8 @@ async fn announce(
                 Manager::container_removed(&manager, id.as_str(), api::container_path(id).as_ref())
                     .await
             }
-            Event::ContainerChanged(id) => {
-                container_changed(&conn, &containers, &manager, id).await
+            Event::ContainerChanged(id, state) => {
+                container_changed(&conn, &containers, &manager, id, *state).await
             }
         };
         if let Err(e) = r {
@@ -538,11 +538,11 @@ async fn container_changed(
     containers: &crate::container::Containers,
     manager: &SignalEmitter<'_>,
     id: &crate::domain::ContainerId,
+    state: crate::domain::container::ContainerState,
 ) -> zbus::Result<()> {
-    let Some(entry) = containers.get(id) else {
+    if containers.get(id).is_none() {
         return Ok(());
-    };
-    let state = entry.with(|c| c.state);
+    }
     let path = api::container_path(id);
     if let Ok(iface) = conn
         .object_server()

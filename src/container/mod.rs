@@ -1,6 +1,7 @@
 //! Containers in pods, with systemd as the only supervisor: each one a
-//! transient service in its pod's slice running the OCI runtime's `run -d`
-//! (`unit`), its root an overlay of the image's layers (`rootfs`), its
+//! transient service in its pod's slice whose main process is the one the
+//! OCI runtime's `create` leaves (`unit`; the daemon runs its `start`:
+//! `runtime`), its root an overlay of the image's layers (`rootfs`), its
 //! output read into the CRI log file (`logs`), OOM kills watched from its
 //! cgroup (`oom`). One file per verb, as for pods: `create`, `start`,
 //! `stop`, `remove`, `update`, `exec` (ExecSync), `reconcile` (unit events,
@@ -20,6 +21,7 @@ mod reconcile;
 mod remove;
 mod reopen;
 pub mod rootfs;
+mod runtime;
 pub mod spec;
 mod start;
 mod stop;
@@ -346,7 +348,10 @@ impl<S: SystemdClient + Clone> Containers<S> {
         );
         self.persist(entry, next)
             .with_context(|| format!("container {}: record its exit", c.id))?;
-        self.emit(Event::ContainerChanged(c.id.clone()));
+        self.emit(Event::ContainerChanged(
+            c.id.clone(),
+            ContainerState::Exited,
+        ));
         Ok(())
     }
 

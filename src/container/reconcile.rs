@@ -196,12 +196,31 @@ impl<S: SystemdClient + Clone> Containers<S> {
         );
         let mut next = c.clone();
         if c.state == ContainerState::Created {
-            // A Start cut short after its unit began: the unit is the truth.
+            // A Start cut short after its unit began: the unit is the
+            // truth, and the start is finished here if the runtime's
+            // `start` had not run yet (its process still waits).
             match &status {
                 Some(st) if st.main_pid != 0 || st.main_exited() => {
-                    next.state = ContainerState::Running;
-                    next.started_at = st.exec_main_start_usec;
-                    next.main_pid = st.main_pid;
+                    if st.main_pid != 0 {
+                        if let Err(e) = self.finish_start(&c).await {
+                            warn!(container_id = %c.id, "container {}: recovery: {e}", c.id);
+                            let _ = self
+                                .systemd
+                                .stop_unit(&c.unit(), self.settings.stop_timeout())
+                                .await;
+                            next.mark_exited(ContainerExit {
+                                code: 128,
+                                reason: crate::domain::container::REASON_START_ERROR.into(),
+                                message: e.to_string(),
+                                finished_at: crate::domain::sandbox::now_usec(),
+                            });
+                        }
+                    }
+                    if next.state == ContainerState::Created {
+                        next.state = ContainerState::Running;
+                        next.started_at = st.exec_main_start_usec;
+                        next.main_pid = st.main_pid;
+                    }
                 }
                 _ => {}
             }
@@ -213,6 +232,30 @@ impl<S: SystemdClient + Clone> Containers<S> {
             report.exited_while_down += 1;
         }
         Ok(())
+    }
+
+    /// The runtime's `start` of a container its `create` left waiting; one
+    /// that runs (or ran) already is left alone. Without its runtime (the
+    /// handler gone from the configuration) the unit is taken as it is.
+    async fn finish_start(&self, c: &Container) -> Result<()> {
+        let Some(pod) = self.pods.get(&c.pod_id) else {
+            return Ok(());
+        };
+        let Ok((_, handler)) = self.runtime_of(&pod.snapshot()) else {
+            return Ok(());
+        };
+        let timeout = self.settings.start_timeout();
+        match runtime::status(handler, c.id.as_str(), timeout).await {
+            Ok(s) if s == "created" => {
+                let log = self.run_dir(&c.id).join("runtime.log");
+                runtime::start(handler, &log, c.id.as_str(), timeout)
+                    .await
+                    .map_err(|e| e.context("finish its start"))?;
+                info!(container_id = %c.id, "container {}: its start, cut short, finished", c.id);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// A Created container whose Start was cut short before its unit: its

@@ -1,8 +1,8 @@
 //! StartContainer: the log pipes made and also held by the pod's init, the
 //! log file opened (as the host sees it), the pod's /dev/shm and the
-//! container's root mounted, the OOM watch set, then the unit started: the
-//! OCI runtime's `create`, then its `start`, leave the container's process
-//! as the unit's main process: Running. A failure undoes it all and leaves the container
+//! container's root mounted, the OOM watch set, then the unit started (the
+//! OCI runtime's `create` leaves the container's process, waiting, as the
+//! unit's main process), then the runtime's `start` run: Running. A failure undoes it all and leaves the container
 //! Exited with reason StartError and the runtime's own message.
 
 use super::*;
@@ -15,14 +15,15 @@ const CONSOLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A start in progress: what to undo if it fails, and how long each step
 /// took (µs: the log file, the pipes and their holding, the pod's shm, the
-/// root, the OOM watch, the unit's job, reading the unit back).
+/// root, the OOM watch, the unit's job, the runtime's start, reading the
+/// unit back).
 #[derive(Default)]
 struct Started {
     unit: bool,
     rootfs: bool,
     held: bool,
     live: Option<Live>,
-    steps: [u64; 7],
+    steps: [u64; 8],
 }
 
 impl<S: SystemdClient + Clone> Containers<S> {
@@ -77,7 +78,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                             rootfs: true,
                             held: true,
                             live: None,
-                            steps: [0; 7],
+                            steps: [0; 8],
                         },
                         &e,
                     )
@@ -85,7 +86,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                     return Err(e);
                 }
                 failpoint::hit(failpoint::CTR_START_DONE);
-                let [log_us, pipes_us, shm_us, rootfs_us, oom_us, unit_us, status_us] =
+                let [log_us, pipes_us, shm_us, rootfs_us, oom_us, unit_us, start_us, status_us] =
                     started.steps;
                 info!(
                     event = crate::logging::event::CONTAINER_STARTED,
@@ -99,6 +100,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                     rootfs_us,
                     oom_us,
                     unit_us,
+                    start_us,
                     status_us,
                     elapsed_us = t0.elapsed().as_micros() as u64,
                     "container {} ({}) started in {} µs",
@@ -106,7 +108,10 @@ impl<S: SystemdClient + Clone> Containers<S> {
                     c.config.name,
                     t0.elapsed().as_micros()
                 );
-                self.emit(Event::ContainerChanged(c.id.clone()));
+                self.emit(Event::ContainerChanged(
+                    c.id.clone(),
+                    ContainerState::Running,
+                ));
                 // A container quicker than its start (it exited already)
                 // is recorded so now; its unit's events may be in the past.
                 if let Err(e) = self.observe_exit(entry).await {
@@ -289,6 +294,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 .collect(),
             privileged: c.config.security.privileged,
             start_timeout_usec: self.settings.start_timeout_ms * 1000,
+            stop_timeout_usec: self.settings.stop_timeout_ms * 1000,
             limits: limit_properties(&c.resources),
         });
         let unit = c.unit();
@@ -338,12 +344,21 @@ impl<S: SystemdClient + Clone> Containers<S> {
             )));
         }
 
+        runtime::start(
+            handler,
+            &runtime_log,
+            c.id.as_str(),
+            self.settings.start_timeout(),
+        )
+        .await
+        .map_err(|e| e.context(ctx(&format!("runtime {handler_name}"))))?;
+        step(st, 6);
         let status = self
             .systemd
             .service_status(&unit)
             .await
             .map_err(|e| e.context(ctx("read the unit")))?;
-        step(st, 6);
+        step(st, 7);
         let mut next = c.clone();
         next.state = ContainerState::Running;
         next.started_at = status
@@ -360,14 +375,9 @@ impl<S: SystemdClient + Clone> Containers<S> {
         let c = entry.snapshot();
         let unit = c.unit();
         if st.unit {
-            if let Err(e) = self
-                .systemd
-                .stop_unit(&unit, self.settings.stop_timeout())
-                .await
-            {
+            if let Err(e) = self.force_stop(&unit).await {
                 warn!(container_id = %c.id, "container {}: cleaning up after a failed start: {e}", c.id);
             }
-            let _ = self.systemd.reset_failed(&unit).await;
         }
         if st.rootfs {
             if let Err(e) =
@@ -386,6 +396,9 @@ impl<S: SystemdClient + Clone> Containers<S> {
         if st.held {
             self.release_at_init(&c).await;
         }
+        // The runtime's log, the console socket: what they said is in
+        // the error already.
+        let _ = std::fs::remove_dir_all(self.run_dir(&c.id));
         let mut next = c.clone();
         next.mark_exited(ContainerExit {
             code: 128,
@@ -396,7 +409,10 @@ impl<S: SystemdClient + Clone> Containers<S> {
         if let Err(e) = self.persist(entry, next) {
             warn!(container_id = %c.id, "container {}: recording its failed start: {e}", c.id);
         }
-        self.emit(Event::ContainerChanged(c.id.clone()));
+        self.emit(Event::ContainerChanged(
+            c.id.clone(),
+            ContainerState::Exited,
+        ));
     }
 
     /// The pod's /dev/shm: a tmpfs of its own, mounted with its first

@@ -118,4 +118,37 @@ impl<S: SystemdClient + Clone> Containers<S> {
             notified.as_mut().enable();
         }
     }
+
+    /// A unit that must go now, whatever runs in it (a start that failed:
+    /// a runtime that hangs in `create` would hang in its `delete` too, the
+    /// unit's `ExecStopPost=`): SIGKILL to all of it, again for each
+    /// process that follows, until systemd has it inactive, then its
+    /// failure forgotten. At most the stop timeout.
+    pub(super) async fn force_stop(&self, unit: &str) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + self.settings.stop_timeout();
+        loop {
+            let st = self.systemd.service_status(unit).await?;
+            match &st {
+                None => return Ok(()),
+                Some(s) if s.active_state == "inactive" || s.active_state == "failed" => {
+                    return self.systemd.reset_failed(unit).await;
+                }
+                // Nothing runs (an exit kept by RemainAfterExit=): a plain stop.
+                Some(s) if s.active_state == "active" && s.main_exited() => {
+                    self.systemd
+                        .stop_unit(unit, self.settings.stop_timeout())
+                        .await?;
+                }
+                Some(_) => self.systemd.kill_unit(unit, libc::SIGKILL).await?,
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::timeout(format!(
+                    "{unit} is still {} {} ms after SIGKILL",
+                    st.map(|s| s.sub_state).unwrap_or_default(),
+                    self.settings.stop_timeout_ms
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }

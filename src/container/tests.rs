@@ -393,5 +393,7 @@ async fn a_unit_event_records_the_exit_and_announces_it() {
         ),
         (ContainerState::Exited, 0, "Completed", 9)
     );
-    assert!(matches!(r.events.try_recv(), Ok(Event::ContainerChanged(x)) if x == c.id));
+    assert!(
+        matches!(r.events.try_recv(), Ok(Event::ContainerChanged(x, ContainerState::Exited)) if x == c.id)
+    );
 }

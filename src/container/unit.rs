@@ -5,9 +5,10 @@
 //! systemd is the container's only supervisor. The runtime's `create` is
 //! `ExecStart=` (`Type=forking`): it leaves the container's process alone
 //! in the unit's cgroup, blocked before it runs anything, and exits; systemd
-//! takes that process as the unit's main process. `start` is
-//! `ExecStartPost=`: only then does the container run, so even one that
-//! exits at once has its exit recorded in `ExecMainStatus`. (`run -d` with
+//! takes that process as the unit's main process. The daemon then runs the
+//! runtime's `start` (`runtime.rs`): only then does the container run, so
+//! even one that exits at once has its exit recorded in `ExecMainStatus`.
+//! (`run -d` with
 //! `PIDFile=` loses a container quicker than systemd reading its PID
 //! file: the start fails and the status is gone.) `RemainAfterExit=` keeps
 //! a container that exited 0 loaded, and a failed unit stays loaded
@@ -87,6 +88,7 @@ pub struct UnitSpec<'a> {
     pub devices: Vec<(String, String)>,
     pub privileged: bool,
     pub start_timeout_usec: u64,
+    pub stop_timeout_usec: u64,
     /// MemoryMax, CPU quota and weight, cpusets.
     pub limits: Vec<(&'static str, Prop)>,
 }
@@ -110,10 +112,6 @@ pub fn properties(u: UnitSpec<'_>) -> Vec<(&'static str, Prop)> {
             Prop::Exec(vec![command(u.runtime, &create, false)]),
         ),
         (
-            "ExecStartPost",
-            Prop::Exec(vec![command(u.runtime, &[&log, "start", u.id], false)]),
-        ),
-        (
             "ExecStopPost",
             Prop::Exec(vec![command(
                 u.runtime,
@@ -128,6 +126,9 @@ pub fn properties(u: UnitSpec<'_>) -> Vec<(&'static str, Prop)> {
         ("KillSignal", Prop::I32(u.stop_signal)),
         ("OOMPolicy", Prop::Str("continue".into())),
         ("TimeoutStartUSec", Prop::U64(u.start_timeout_usec)),
+        // Bounds `systemctl stop`'s SIGKILL and a hanging ExecStopPost
+        // (systemd's default is 90 s); StopContainer brings its own grace.
+        ("TimeoutStopUSec", Prop::U64(u.stop_timeout_usec)),
         ("CPUAccounting", Prop::Bool(true)),
         ("MemoryAccounting", Prop::Bool(true)),
         ("TasksAccounting", Prop::Bool(true)),
@@ -217,6 +218,7 @@ mod tests {
             devices: vec![("/dev/fuse".into(), "rw".into())],
             privileged: false,
             start_timeout_usec: 1,
+            stop_timeout_usec: 2,
             limits: vec![("MemoryMax", Prop::U64(1 << 26))],
         }
     }
@@ -226,7 +228,7 @@ mod tests {
     }
 
     #[test]
-    fn crun_creates_then_starts_without_a_cgroup_manager() {
+    fn crun_creates_without_a_cgroup_manager_and_the_daemon_starts() {
         let h = crun();
         let props = properties(spec(&h));
         let Some(Prop::Exec(create)) = get(&props, "ExecStart") else {
@@ -244,10 +246,10 @@ mod tests {
                 "abc"
             ]
         );
-        let Some(Prop::Exec(start)) = get(&props, "ExecStartPost") else {
-            panic!("no ExecStartPost")
-        };
-        assert_eq!(start[0].argv[3..], ["start", "abc"]);
+        assert!(
+            get(&props, "ExecStartPost").is_none(),
+            "the daemon runs the start: no second fork into the unit's cgroup"
+        );
         assert!(
             get(&props, "PIDFile").is_none(),
             "systemd takes the main PID from the cgroup"

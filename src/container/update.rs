@@ -53,7 +53,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
         self.persist(entry, next)
             .with_context(|| format!("container {}: update resources: save checkpoint", c.id))?;
         info!(container_id = %c.id, "container {}: resources updated", c.id);
-        self.emit(Event::ContainerChanged(c.id.clone()));
+        self.emit(Event::ContainerChanged(c.id.clone(), c.state));
         Ok(())
     }
 }

@@ -592,32 +592,25 @@ impl Cri {
 
 /// Events for kubelet's Evented PLEG: each container signal of the daemon,
 /// with the pod's status and its containers' statuses as they are now.
-pub fn events(
+pub async fn events(
     cri: std::sync::Arc<Cri>,
-) -> tokio::sync::mpsc::Receiver<Result<cri::ContainerEventResponse, Status>> {
+) -> Result<tokio::sync::mpsc::Receiver<Result<cri::ContainerEventResponse, Status>>, Status> {
     use futures_util::StreamExt;
+    // Subscribed before the call answers: an event right after it is the
+    // caller's too.
+    let client = cri.daemon.signals_client().await?;
+    let proxy = client.proxy().clone();
+    let (Ok(created), Ok(changed), Ok(removed)) = (
+        proxy.receive_container_created().await,
+        proxy.receive_container_state_changed().await,
+        proxy.receive_container_removed().await,
+    ) else {
+        return Err(Status::unavailable(
+            "cannot subscribe to the daemon's container signals",
+        ));
+    };
     let (tx, rx) = tokio::sync::mpsc::channel(256);
     tokio::spawn(async move {
-        let client = match cri.daemon.signals_client().await {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = tx.send(Err(e)).await;
-                return;
-            }
-        };
-        let proxy = client.proxy().clone();
-        let (Ok(created), Ok(changed), Ok(removed)) = (
-            proxy.receive_container_created().await,
-            proxy.receive_container_state_changed().await,
-            proxy.receive_container_removed().await,
-        ) else {
-            let _ = tx
-                .send(Err(Status::unavailable(
-                    "cannot subscribe to the daemon's container signals",
-                )))
-                .await;
-            return;
-        };
         enum Sig {
             Created(String),
             Changed(String, String),
@@ -691,7 +684,7 @@ pub fn events(
             .send(Err(Status::unavailable("the daemon's signals ended")))
             .await;
     });
-    rx
+    Ok(rx)
 }
 
 #[cfg(test)]

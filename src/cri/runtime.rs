@@ -726,7 +726,7 @@ impl RuntimeService for RuntimeApi {
         &self,
         _: Request<cri::GetEventsRequest>,
     ) -> Result<Response<Self::GetContainerEventsStream>, Status> {
-        let rx = super::container::events(self.0.clone());
+        let rx = super::container::events(self.0.clone()).await?;
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         )))

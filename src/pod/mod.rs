@@ -55,7 +55,13 @@ pub enum Event {
     Changed(SandboxId),
     Removed(SandboxId),
     ContainerCreated(crate::domain::ContainerId),
-    ContainerChanged(crate::domain::ContainerId),
+    /// A container changed; its state then (a quick container's Running
+    /// is announced as such even if it has exited by the time the signal
+    /// goes out).
+    ContainerChanged(
+        crate::domain::ContainerId,
+        crate::domain::container::ContainerState,
+    ),
     /// A removed container and its pod.
     ContainerRemoved(crate::domain::ContainerId, SandboxId),
 }

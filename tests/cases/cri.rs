@@ -469,10 +469,13 @@ async fn cri_errors_map_to_grpc_codes() {
     assert_eq!(code, Code::FailedPrecondition);
     remove(&mut c, &id).await.unwrap();
 
-    // UNIMPLEMENTED, saying so.
+    // UNIMPLEMENTED, saying so (streaming comes later).
     let (code, msg) = code_of(
-        c.list_containers(cri::ListContainersRequest { filter: None })
-            .await,
+        c.port_forward(cri::PortForwardRequest {
+            pod_sandbox_id: id.clone(),
+            port: vec![80],
+        })
+        .await,
     );
     assert_eq!(code, Code::Unimplemented);
     assert!(msg.contains("not implemented"), "{msg}");
