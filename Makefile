@@ -6,7 +6,8 @@
 #                   integration tests (a kill at every step among them) in a
 #                   private systemd (tests/harness), installing what it needs,
 #                   the packages built, installed, upgraded and purged there,
-#                   then conformance; each suite's time is printed
+#                   then conformance; each suite's time is printed, and
+#                   again at the end with the total
 #   make fuzz       the property-based fuzzers, long (FUZZ_CASES=)
 #   make conformance  crictl and critest (CRICTL=, CRITEST=) against the
 #                   installed podscope-cri, in the harness
@@ -34,9 +35,13 @@ ZSHCOMPDIR  ?= $(DATADIR)/zsh/vendor-completions
 FISHCOMPDIR ?= $(DATADIR)/fish/vendor_completions.d
 PKGLIBEXEC  := $(LIBEXECDIR)/podscope
 # Kubernetes' own CRI clients (grpc-go, as kubelet): the copies beside the
-# project unless given.
+# project unless given. Every target that runs them takes them from here;
+# the harness shows them inside at a fixed path, wherever they are.
 CRICTL      ?= $(abspath ../shared/tools/crictl)
 CRITEST     ?= $(abspath ../shared/tools/critest)
+# A missing crictl or critest fails the target, before anything boots.
+need_cri_tools = @for t in "$(CRICTL)" "$(CRITEST)"; do test -x "$$t" || { \
+	  echo "$@: $$t not found or not executable (set CRICTL=... CRITEST=...)" >&2; exit 1; }; done
 TIMED       := tests/harness/timed.sh
 CARGO       ?= cargo
 RELEASE     := target/release
@@ -57,7 +62,7 @@ MAN8 := man/podscoped.8 man/podscope-cri.8
 all: build
 
 build:
-	$(CARGO) build --release --locked --bins
+	$(TIMED) build $(CARGO) build --release --locked --bins
 
 install:
 	@for b in podscopectl $(DAEMONS); do \
@@ -128,15 +133,22 @@ fuzz: deps
 # Integration tests run inside a private systemd with the project installed
 # by `make install`, exactly as a packager would.
 integration: deps build
-	$(TIMED) integration tests/harness/run-integration.sh
+	$(need_cri_tools)
+	CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" $(TIMED) integration tests/harness/run-integration.sh
 
-check: lint unit fuzz-short integration packaging conformance
+# Each suite's time (timed.sh) again at the end, then the total, also when
+# one fails (target/check-times.txt keeps them).
+CHECK_TIMES := target/check-times.txt
+check:
+	@mkdir -p target && : > $(CHECK_TIMES)
+	@TIMED_SUMMARY=$(abspath $(CHECK_TIMES)) $(TIMED) total sh -c '$(MAKE) --no-print-directory \
+	  lint unit fuzz-short integration packaging conformance; rc=$$?; \
+	  echo "make check: time per suite" >&2; cat $(CHECK_TIMES) >&2; exit $$rc'
 
 # crictl and critest against podscope-cri as installed, in the harness: a
 # missing tool fails here, before anything boots.
 conformance: deps build
-	@for t in "$(CRICTL)" "$(CRITEST)"; do test -x "$$t" || { \
-	  echo "conformance: $$t not found or not executable (set CRICTL=... CRITEST=...)" >&2; exit 1; }; done
+	$(need_cri_tools)
 	CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" $(TIMED) conformance \
 	  tests/harness/harness.sh run tests/conformance/conformance.sh
 
@@ -145,23 +157,29 @@ conformance: deps build
 # is not otherwise installed.
 packaging: deps build
 	$(TIMED) deb packaging/build-deb.sh
-	DEB_OUT=target/deb-newer DEB_VERSION=$(VERSION)+test1 LINTIAN=no packaging/build-deb.sh
+	DEB_OUT=target/deb-newer DEB_VERSION=$(VERSION)+test1 LINTIAN=no $(TIMED) deb-newer packaging/build-deb.sh
 	$(TIMED) rpm packaging/build-rpm.sh
 	$(TIMED) packages tests/harness/harness.sh run-bare tests/packaging/test-packages.sh \
 	  target/deb/podscope_$(VERSION)_*.deb target/deb-newer/podscope_$(VERSION)+test1_*.deb \
 	  target/rpm/RPMS/*/podscope-$(VERSION)-*.rpm
 
+# crictl is optional here: the demo shows the CRI part only when it is there
+# (the harness refuses a tool it is given that does not exist).
 demo: deps build
-	CRICTL="$(CRICTL)" tests/harness/harness.sh run tests/harness/demo.sh
+	CRICTL="$(wildcard $(CRICTL))" tests/harness/harness.sh run tests/harness/demo.sh
 
 # The failpoints row kills a podscoped built with the `failpoints` feature
 # (never installed; the same build the integration tests use).
 bench: deps build
+	$(need_cri_tools)
 	$(CARGO) build --locked --features harness-tests,failpoints --bin podscoped
 	FAILPOINT_DAEMON=$(abspath target/debug/podscoped) CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" \
 	  tests/harness/harness.sh run $(RELEASE)/podscope-bench
 
 # Binary packages, built from packaging/ into target/deb and target/rpm.
+# They package the binaries `make build` made: dpkg-buildpackage and
+# rpmbuild never run cargo (their environment, SOURCE_DATE_EPOCH among it,
+# would make it compile everything again).
 deb: deps build
 	packaging/build-deb.sh
 

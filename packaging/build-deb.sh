@@ -1,6 +1,8 @@
 #!/bin/bash
 # `make deb`: build the binary package from packaging/debian, in a staging
-# copy under target/deb so the checkout stays clean, then run lintian.
+# copy under target/deb so the checkout stays clean, then run lintian. It
+# packages the release build in target/release (`make deb` runs `make
+# build` first); dpkg-buildpackage does not build it again.
 #
 #   DEB_VERSION=V   package version V instead of debian/changelog's newest
 #                   (a changelog entry is added to the staging copy)
@@ -26,7 +28,7 @@ if [[ -n ${DEB_VERSION:-} ]]; then
 fi
 # -d: the Rust toolchain is rustup's (Debian 12's rustc is older than the
 # 1.85 the crates need), so Build-Depends cannot be checked by dpkg.
-(cd "$STAGE" && SRC="$SRC" dpkg-buildpackage -b -uc -us -d) >"$OUT/build.log" 2>&1 \
+(cd "$STAGE" && SRC="$SRC" PODSCOPE_PREBUILT=yes dpkg-buildpackage -b -uc -us -d) >"$OUT/build.log" 2>&1 \
     || { tail -n 40 "$OUT/build.log" >&2; echo "build-deb: dpkg-buildpackage failed (log: $OUT/build.log)" >&2; exit 1; }
 deb=$(ls "$OUT"/podscope_*.deb)
 echo "build-deb: $deb"

@@ -1,6 +1,8 @@
 #!/bin/bash
 # `make rpm`: build the binary RPM from packaging/rpm/podscope.spec with
-# rpmbuild, reusing the checkout's release build; output in target/rpm/RPMS.
+# rpmbuild, packaging the checkout's release build in target/release (`make
+# rpm` runs `make build` first; rpmbuild does not build it again); output in
+# target/rpm/RPMS.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$SRC/target/rpm

@@ -17,6 +17,24 @@ mod cli;
 #[path = "cases/clients.rs"]
 mod clients;
 mod common;
+#[path = "cases/container_cli.rs"]
+mod container_cli;
+#[path = "cases/container_daemon.rs"]
+mod container_daemon;
+#[path = "cases/container_devices.rs"]
+mod container_devices;
+#[path = "cases/container_errors.rs"]
+mod container_errors;
+#[path = "cases/container_events.rs"]
+mod container_events;
+#[path = "cases/container_images.rs"]
+mod container_images;
+#[path = "cases/container_limits.rs"]
+mod container_limits;
+#[path = "cases/container_logs.rs"]
+mod container_logs;
+#[path = "cases/container_stop.rs"]
+mod container_stop;
 #[path = "cases/containers.rs"]
 mod containers;
 #[path = "cases/cri.rs"]

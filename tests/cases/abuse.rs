@@ -9,8 +9,6 @@ use std::time::Duration;
 
 /// The bench binary doubles as the hostile caller (`as-caller …`).
 const CALLER: &str = env!("CARGO_BIN_EXE_podscope-bench");
-/// Kubernetes' crictl, beside the project (../shared/tools).
-const CRICTL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/tools/crictl");
 
 fn daemon_rss_kib() -> u64 {
     let pid = sh("systemctl show -P MainPID podscoped").trim().to_owned();
@@ -49,6 +47,8 @@ async fn huge_arguments_are_refused_and_their_memory_given_back() {
 /// annotations reach root only, through Status.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_thousand_pods_at_the_limits_still_list() {
+    let crictl = crictl();
+    let _cleanup = Cleanup::new();
     let (m, _) = manager().await;
     let tag = uniq("full");
     let mut o = host_net();
@@ -99,7 +99,7 @@ async fn a_thousand_pods_at_the_limits_still_list() {
     );
     assert_eq!(rc, 0, "GetManagedObjects as nobody: {err}");
     let (rc, out, err) = sh_out(&format!(
-        "{CRICTL} --runtime-endpoint unix:///run/podscope/cri.sock pods -q --label tag={tag} | wc -l"
+        "{crictl} --runtime-endpoint unix:///run/podscope/cri.sock pods -q --label tag={tag} | wc -l"
     ));
     assert_eq!((rc, out.trim()), (0, "1000"), "crictl pods: {err}");
 

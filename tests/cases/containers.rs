@@ -299,3 +299,236 @@ async fn container_interface_xml_matches_live_introspection() {
     );
     m.remove(&pod).await.unwrap();
 }
+
+// ---- helpers shared by the container_* test files ----
+
+/// One record of a CRI log file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub ts: String,
+    pub stream: String,
+    pub tag: String,
+    pub text: String,
+}
+
+/// `2026-11-25T03:41:48.123456789Z`: RFC 3339, UTC, nine fractional digits
+/// (what kubelet's parser takes).
+pub fn is_rfc3339_nano(ts: &str) -> bool {
+    let b = ts.as_bytes();
+    b.len() == 30
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            10 => *c == b'T',
+            13 | 16 => *c == b':',
+            19 => *c == b'.',
+            29 => *c == b'Z',
+            _ => c.is_ascii_digit(),
+        })
+}
+
+/// The records of a CRI log file (none if it is missing), every line
+/// checked: `<RFC3339Nano> stdout|stderr F|P <text>`. Panics naming the
+/// first line that is not a record.
+pub fn strict_records(path: &str) -> Vec<Record> {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(
+        text.is_empty() || text.ends_with('\n'),
+        "{path}: its last record has no newline"
+    );
+    text.lines()
+        .enumerate()
+        .map(|(n, l)| {
+            let mut p = l.splitn(4, ' ');
+            let (ts, stream, tag) = (
+                p.next().unwrap_or(""),
+                p.next().unwrap_or(""),
+                p.next().unwrap_or(""),
+            );
+            let text = p.next();
+            assert!(
+                is_rfc3339_nano(ts)
+                    && matches!(stream, "stdout" | "stderr")
+                    && matches!(tag, "F" | "P")
+                    && text.is_some(),
+                "{path}:{}: not a CRI log record: {l:?}",
+                n + 1
+            );
+            Record {
+                ts: ts.into(),
+                stream: stream.into(),
+                tag: tag.into(),
+                text: text.unwrap_or("").into(),
+            }
+        })
+        .collect()
+}
+
+/// The whole lines of one stream: each run of P records joined to the F
+/// that ends it. A run of P records with no F yet is left out.
+pub fn whole_lines(recs: &[Record], stream: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut part = String::new();
+    for r in recs.iter().filter(|r| r.stream == stream) {
+        part.push_str(&r.text);
+        if r.tag == "F" {
+            out.push(std::mem::take(&mut part));
+        }
+    }
+    out
+}
+
+/// What a log of numbered lines (`<prefix> <n> ...`, n from 1) holds.
+#[derive(Debug, Default)]
+pub struct Numbered {
+    /// The numbers in the order they were logged.
+    pub numbers: Vec<u64>,
+    /// Lines that are not `<prefix> <n> ...`.
+    pub malformed: Vec<String>,
+    /// Numbers below the highest that never came.
+    pub missing: Vec<u64>,
+    /// Numbers logged more than once.
+    pub duplicated: Vec<u64>,
+    /// Numbers logged after a higher one.
+    pub out_of_order: Vec<u64>,
+}
+
+pub fn numbered(lines: &[String], prefix: &str) -> Numbered {
+    let mut n = Numbered::default();
+    for l in lines {
+        let mut w = l.split(' ');
+        match (w.next(), w.next().and_then(|x| x.parse::<u64>().ok())) {
+            (Some(p), Some(k)) if p == prefix => n.numbers.push(k),
+            _ => n.malformed.push(l.clone()),
+        }
+    }
+    let max = n.numbers.iter().copied().max().unwrap_or(0);
+    let mut seen = vec![0u32; max as usize + 1];
+    let mut high = 0;
+    for &k in &n.numbers {
+        seen[k as usize] += 1;
+        if k < high {
+            n.out_of_order.push(k);
+        }
+        high = high.max(k);
+    }
+    n.missing = (1..=max).filter(|k| seen[*k as usize] == 0).collect();
+    n.duplicated = (1..=max).filter(|k| seen[*k as usize] > 1).collect();
+    n
+}
+
+/// A shell that writes numbered lines (`n <i> <padding>`) to stdout as
+/// fast as it can, pausing 20 ms every 50 lines, until SIGTERM (then exit 0).
+pub const NUMBERED_WRITER: &str = "trap 'exit 0' TERM; i=0; while :; do i=$((i+1)); \
+     echo \"n $i ................................................................\"; \
+     [ $((i % 50)) -eq 0 ] && sleep 0.02; done";
+
+/// How many whole stdout lines the log at `path` holds.
+pub fn stdout_lines(path: &str) -> usize {
+    whole_lines(&strict_records(path), "stdout").len()
+}
+
+/// Wait until the log at `path` holds at least `n` whole stdout lines.
+pub async fn wait_lines(path: &str, n: usize, timeout: Duration) {
+    let t0 = std::time::Instant::now();
+    loop {
+        let have = stdout_lines(path);
+        if have >= n {
+            return;
+        }
+        assert!(
+            t0.elapsed() < timeout,
+            "{path} has {have} stdout lines, not {n}, after {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Create from `image` and start; the container's id.
+pub async fn run_image(
+    m: &Client,
+    pod: &str,
+    name: &str,
+    image: &str,
+    o: ContainerOptions,
+) -> String {
+    let (id, _) = m
+        .create_container(pod, name, 0, image, &o)
+        .await
+        .unwrap_or_else(|e| panic!("create {name}: {e}"));
+    m.start_container(&id)
+        .await
+        .unwrap_or_else(|e| panic!("start {name}: {e}"));
+    id
+}
+
+/// `systemctl show -P <prop> <unit>`, trimmed.
+pub fn unit_prop(unit: &str, prop: &str) -> String {
+    sh(&format!("systemctl show -P {prop} {unit}"))
+        .trim()
+        .to_owned()
+}
+
+/// Where container `id` is still on the node, besides its record and
+/// bundle: its unit (loaded, in any state), a mount naming it, its runtime
+/// directory. Empty when there is nothing.
+pub fn container_traces(id: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let units = sh("systemctl list-units --all --plain --no-legend --no-pager 'podscope-ctr-*'");
+    out.extend(
+        units
+            .lines()
+            .filter(|l| l.contains(id))
+            .map(|l| format!("unit: {l}")),
+    );
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    out.extend(
+        mounts
+            .lines()
+            .filter(|l| l.contains(id))
+            .map(|l| format!("mount: {l}")),
+    );
+    let run = format!("/run/podscope/containers/{id}");
+    if std::path::Path::new(&run).exists() {
+        out.push(format!("run directory: {run}"));
+    }
+    out
+}
+
+/// Everything of containers on the node: units `podscope-ctr-*` and
+/// `podscope-exec-*`, mounts under a container's bundle, runtime
+/// directories and bundles. For "a failed call changed nothing".
+pub fn all_container_traces() -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let units = sh(
+        "systemctl list-units --all --plain --no-legend --no-pager 'podscope-ctr-*' 'podscope-exec-*'",
+    );
+    out.extend(
+        units
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .map(|u| format!("unit {u}")),
+    );
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    out.extend(
+        mounts
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|p| p.starts_with("/var/lib/podscope/containers/"))
+            .map(|p| format!("mount {p}")),
+    );
+    for dir in ["/run/podscope/containers", "/var/lib/podscope/containers"] {
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            out.extend(
+                rd.flatten()
+                    .map(|e| format!("{dir}/{}", e.file_name().to_string_lossy())),
+            );
+        }
+    }
+    out
+}
+
+/// The bundle of container `id` (its checkpoint, config.json and root).
+pub fn bundle_dir(id: &str) -> String {
+    format!("/var/lib/podscope/containers/{id}")
+}

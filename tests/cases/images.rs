@@ -140,6 +140,7 @@ fn layer_digests(repo: &str, tag: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pull_keeps_layers_as_overlay_lower_dirs() {
+    let _cleanup = Cleanup::new();
     let (m, _) = manager().await;
     let name = format!("{REG}/podscope-test/multilayer");
     forget(&m, &name).await;
@@ -243,6 +244,7 @@ fn xattr_of(path: &str, name: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_index_gives_the_hosts_platform_and_zstd_layers_unpack() {
+    let _cleanup = Cleanup::new();
     let (m, _) = manager().await;
     let name = format!("{REG}/podscope-test/multiarch");
     forget(&m, &name).await;
@@ -279,6 +281,7 @@ async fn an_index_gives_the_hosts_platform_and_zstd_layers_unpack() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn names_are_normalised_and_mirrors_serve_them() {
+    let _cleanup = Cleanup::new();
     let (m, _) = manager().await;
     // registries.conf mirrors docker.io to the harness registry.
     forget(&m, "busybox").await;
@@ -298,6 +301,7 @@ async fn names_are_normalised_and_mirrors_serve_them() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn credentials_from_the_caller_or_an_auth_file() {
+    let _cleanup = Cleanup::new();
     let (m, _) = manager().await;
     let name = "127.0.0.1:5001/podscope-test/private";
     forget(&m, name).await;
@@ -343,6 +347,7 @@ async fn credentials_from_the_caller_or_an_auth_file() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_moved_tag_names_the_new_image_only() {
+    let _cleanup = Cleanup::new();
     let (m, _) = manager().await;
     let name = format!("{REG}/podscope-test/moving");
     let copy = |from: &str| {
@@ -401,6 +406,7 @@ async fn bad_names_missing_images_and_unreachable_registries_are_named() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_digest_present_needs_no_registry_and_pulls_share_layers() {
+    let _cleanup = Cleanup::new();
     let (m, _) = manager().await;
     let proxy = Proxy::start(5002);
     let name = proxy.name("podscope-test/multilayer");
@@ -438,6 +444,7 @@ async fn a_digest_present_needs_no_registry_and_pulls_share_layers() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_registry_that_hangs_or_resets_mid_blob_is_named_and_a_retry_works() {
+    let _cleanup = Cleanup::new();
     with_config("pull_stall_timeout_ms = 1500\n", || async {
         let (m, _) = manager().await;
         let proxy = Proxy::start(5003);
@@ -474,6 +481,7 @@ async fn a_registry_that_hangs_or_resets_mid_blob_is_named_and_a_retry_works() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kill_during_a_pull_leaves_no_half_image() {
+    let _cleanup = Cleanup::new();
     let (m, conn) = manager().await;
     let proxy = Proxy::start(5004);
     let name = proxy.name("podscope-test/multilayer");
@@ -506,6 +514,7 @@ async fn kill_during_a_pull_leaves_no_half_image() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pull_and_remove_ask_polkit_reading_is_open() {
+    let _cleanup = Cleanup::new();
     let (m, _) = manager().await;
     let s = pull(&m, &format!("{REG}/podscope-test/zstd")).await;
     let (rc, _, err) = as_nobody(&format!(
@@ -530,6 +539,7 @@ async fn pull_and_remove_ask_polkit_reading_is_open() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bearer_tokens_from_the_registrys_realm() {
+    let _cleanup = Cleanup::new();
     // :5005 answers 401 with a Bearer challenge naming the token service on
     // :5006 (as Docker Hub does); podscope asks it for a token.
     let (m, _) = manager().await;
@@ -576,6 +586,7 @@ async fn bearer_tokens_from_the_registrys_realm() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn podscopectl_draws_pull_progress_on_a_terminal() {
+    let _cleanup = Cleanup::new();
     // A registry that hangs mid-layer: the pull stays in progress long
     // enough for PullProgress to tick, then fails by name.
     with_config("pull_stall_timeout_ms = 2500\n", || async {

@@ -371,6 +371,7 @@ async fn host_network_shares_the_host_namespaces() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ambiguous_prefix_is_an_error() {
+    let _cleanup = Cleanup::new();
     let (m, _) = manager().await;
     // With 40 sandboxes, some pair shares a first hex digit.
     let mut ids = Vec::new();
@@ -396,6 +397,7 @@ async fn ambiguous_prefix_is_an_error() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn duplicate_and_concurrent_creates_yield_one_sandbox() {
+    let _cleanup = Cleanup::new();
     let (m, _) = manager().await;
     let name = uniq("dup");
     let (id, _) = m
@@ -441,6 +443,7 @@ async fn duplicate_and_concurrent_creates_yield_one_sandbox() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn operations_on_different_sandboxes_run_in_parallel() {
+    let _cleanup = Cleanup::new();
     let (m, _) = manager().await;
     let mut ids = Vec::new();
     for i in 0..12 {

@@ -136,6 +136,7 @@ async fn create_of_the_same_key_during_remove() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn list_and_status_during_remove() {
+    let _cleanup = Cleanup::new();
     let (m, _) = manager().await;
     let tag = uniq("race-ls");
     let mut ids = Vec::new();

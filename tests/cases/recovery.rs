@@ -68,6 +68,7 @@ async fn restart_recovers_every_sandbox_and_leaves_pods_running() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kill_9_mid_operation_loses_nothing_and_leaks_no_scope() {
+    let _cleanup = Cleanup::new();
     let (m, _) = manager().await;
     let tag = uniq("k9");
     // Clients create and start pods as fast as they can; the daemon is

@@ -8,7 +8,7 @@ pub use podscope::api::{
 };
 pub use podscope::domain::{NamespaceMode, NetworkMode, State};
 use podscope::ErrorKind;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -514,5 +514,145 @@ impl StalledPolkit {
 impl Drop for StalledPolkit {
     fn drop(&mut self) {
         sh_status("systemctl kill -s CONT polkit.service");
+    }
+}
+
+// ---- Kubernetes' CRI tools ----
+
+/// The path of a CRI tool from the environment variable `var` (`CRICTL`,
+/// `CRITEST`): `make integration` passes the Makefile's, and the harness
+/// makes them visible inside at a fixed path. A missing variable or file
+/// fails the test: it is never skipped.
+pub fn cri_tool(var: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var(var).unwrap_or_else(|_| {
+        panic!("{var} is not set: run the integration tests with `make integration` (CRICTL=, CRITEST=)")
+    });
+    let meta = std::fs::metadata(&path).unwrap_or_else(|e| panic!("{var}={path}: {e}"));
+    assert!(
+        meta.is_file() && meta.permissions().mode() & 0o111 != 0,
+        "{var}={path} is not an executable file"
+    );
+    path
+}
+
+/// Kubernetes' crictl (`CRICTL`).
+pub fn crictl() -> String {
+    cri_tool("CRICTL")
+}
+
+/// Kubernetes' critest (`CRITEST`).
+pub fn critest() -> String {
+    cri_tool("CRITEST")
+}
+
+// ---- cleanup of what a test made ----
+
+/// Run `f` to completion on a thread of its own, with its own runtime: for
+/// work that must be done from `Drop`, where the test's runtime cannot be
+/// blocked on (and may be unwinding). `None` when `f` panicked.
+fn on_own_runtime<T: Send + 'static>(f: impl Future<Output = T> + Send + 'static) -> Option<T> {
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime")
+            .block_on(f)
+    })
+    .join()
+    .ok()
+}
+
+/// The ids of every sandbox and every image.
+async fn sandboxes_and_images(m: &Client) -> zbus::Result<(HashSet<String>, HashSet<String>)> {
+    let sandboxes = m.list(&ListFilter::default()).await?;
+    let images = m.list_images(&Default::default()).await?;
+    Ok((
+        sandboxes.into_iter().map(|s| s.id).collect(),
+        images.into_iter().map(|i| i.id).collect(),
+    ))
+}
+
+/// Removes, when dropped, every sandbox and every image made since it was
+/// created, also when the test fails first (a panic unwinds through it):
+/// what one failing test made must not fail the next ones (1000 pods left
+/// behind made the next test's List answer larger than its client takes;
+/// an image left under another registry's name is one the next test
+/// cannot pull cold). Tests run one at a time (run-integration.sh), so
+/// what is new is the test's own. Take it first in a test that makes many
+/// sandboxes, or images: `let _cleanup = Cleanup::new();`
+pub struct Cleanup {
+    sandboxes: HashSet<String>,
+    images: HashSet<String>,
+}
+
+impl Cleanup {
+    pub fn new() -> Self {
+        let (sandboxes, images) = on_own_runtime(async {
+            let (m, _) = manager().await;
+            sandboxes_and_images(&m).await
+        })
+        .expect("podscoped answers")
+        .expect("List and ListImages before the test");
+        Cleanup { sandboxes, images }
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let (sandboxes, images) = (
+            std::mem::take(&mut self.sandboxes),
+            std::mem::take(&mut self.images),
+        );
+        let done = on_own_runtime(async move {
+            use futures_util::StreamExt;
+            let (m, _) = manager().await;
+            // Again until none is left: a Create or Pull the test sent
+            // just before it failed may complete after a List.
+            for _ in 0..10 {
+                let (now_sandboxes, now_images) = sandboxes_and_images(&m).await?;
+                let new_sandboxes: Vec<String> =
+                    now_sandboxes.difference(&sandboxes).cloned().collect();
+                let new_images: Vec<String> = now_images.difference(&images).cloned().collect();
+                if new_sandboxes.is_empty() && new_images.is_empty() {
+                    return Ok(());
+                }
+                let removes = new_sandboxes.into_iter().map(|id| {
+                    let m = m.clone();
+                    async move {
+                        if let Err(e) = m.remove(&id).await {
+                            eprintln!("cleanup: removing sandbox {id}: {e}");
+                        }
+                    }
+                });
+                futures_util::stream::iter(removes)
+                    .buffer_unordered(16)
+                    .collect::<Vec<()>>()
+                    .await;
+                for id in new_images {
+                    if let Err(e) = m.remove_image(&id).await {
+                        eprintln!("cleanup: removing image {id}: {e}");
+                    }
+                }
+            }
+            Err(zbus::Error::Failure(
+                "sandboxes or images still left after 10 rounds".into(),
+            ))
+        });
+        match done {
+            Some(Ok(())) => {}
+            Some(Err(e)) => eprintln!("cleanup: what the test made may be left: {e}"),
+            None => eprintln!("cleanup: what the test made may be left (the cleanup panicked)"),
+        }
+    }
+}
+
+/// Starts podscoped again when dropped, also when the test fails first: for
+/// tests that stop or kill the daemon.
+pub struct DaemonBack;
+
+impl Drop for DaemonBack {
+    fn drop(&mut self) {
+        sh_status("systemctl reset-failed podscoped 2>/dev/null; systemctl start podscoped");
     }
 }

@@ -4,6 +4,7 @@
 # /run and /tmp) and execs systemd in it. Every write stays in the tmpfs.
 set -euo pipefail
 : "${REPO:?REPO must name the repository to bind in}"
+: "${HARNESS_TOOLS:?HARNESS_TOOLS must name where CRICTL and CRITEST go inside}"
 R=$(mktemp -d /run/podscope-harness.XXXXXX)
 mount -t tmpfs -o mode=755 tmpfs "$R"
 mkdir -p "$R/upper" "$R/work" "$R/root"
@@ -25,6 +26,20 @@ if [[ ${HARNESS_MODE:-run} == run ]]; then
 fi
 # The repository is shared, so target/ (test binaries) is visible inside.
 mkdir -p "$N$REPO" && mount --bind "$REPO" "$N$REPO"
+# The tests run its binaries as nobody too: its ancestors searchable, on the
+# throw-away root only (a checkout under /root, mode 0700, would be out of
+# their reach).
+d=$REPO
+while d=${d%/*}; [[ -n $d ]]; do chmod o+x "$N$d" || true; done
+# The CRI tools harness.sh was given (CRICTL=, CRITEST=, resolved), wherever
+# they are (under /tmp, hidden by the private /tmp above): read-only at a
+# fixed path, which harness.sh gives the command.
+for var in CRICTL CRITEST; do
+    [[ -n ${!var:-} ]] || continue
+    dest=$N$HARNESS_TOOLS/${var,,}
+    mkdir -p "${dest%/*}" && touch "$dest"
+    mount --bind -o ro "${!var}" "$dest"
+done
 ip link set lo up
 cd "$N"
 mkdir -p oldroot

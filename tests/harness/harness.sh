@@ -10,12 +10,19 @@
 #                                  the same without installing podscope (the
 #                                  package tests install the .deb themselves)
 #
+#   CRICTL=, CRITEST=              Kubernetes' CRI tools, anywhere outside:
+#                                  bound read-only inside at $TOOLS/crictl and
+#                                  $TOOLS/critest, and CMD gets those paths (a
+#                                  checkout under /tmp has them in ../shared,
+#                                  which the harness's private /tmp hides)
+#
 # Fails loudly (non-zero, with the boot log) when systemd does not come up.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 WORK=$(mktemp -d /tmp/podscope-harness-run.XXXXXX)
 LOG=$WORK/boot.log
+TOOLS=/usr/local/lib/podscope-test/bin
 UNSHARE_PID=
 SYSTEMD_PID=
 
@@ -28,6 +35,20 @@ fail() {
 
 inside() { nsenter -t "$SYSTEMD_PID" -a "$@"; }
 
+# The CRI tools given, resolved outside (boot-inner.sh binds them in), and
+# the environment that names them inside.
+TOOL_ENV=()
+resolve_tools() {
+    local var path
+    for var in CRICTL CRITEST; do
+        [[ -n ${!var:-} ]] || continue
+        path=$(readlink -f -- "${!var}") && [[ -f $path && -x $path ]] \
+            || fail "$var=${!var} is not an executable file"
+        export "$var=$path"
+        TOOL_ENV+=("$var=$TOOLS/${var,,}")
+    done
+}
+
 cgroup_dirs() { find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | sort; }
 
 boot() {
@@ -36,7 +57,7 @@ boot() {
     flock -w 600 9 || fail "another harness is running (one at a time: they share the cgroup tree)"
     cgroup_dirs > "$WORK/cgroups.before"
     say "booting systemd (log: $LOG)"
-    REPO=$REPO HARNESS_MODE=$mode unshare --pid --fork --mount --net --uts --ipc --propagation private \
+    REPO=$REPO HARNESS_MODE=$mode HARNESS_TOOLS=$TOOLS unshare --pid --fork --mount --net --uts --ipc --propagation private \
         "$HERE/boot-inner.sh" > "$LOG" 2>&1 &
     UNSHARE_PID=$!
     for _ in $(seq 100); do
@@ -130,12 +151,13 @@ case ${1:-} in
         [[ $# -gt 0 ]] || fail "usage: harness.sh $mode CMD [ARGS...]"
         trap cleanup EXIT
         trap 'exit 130' INT TERM
+        resolve_tools
         boot
         if [[ $mode == run ]]; then install_project; fi
         install_cni_network
         if [[ $mode == run ]]; then install_registries; fi
         set +e
-        inside env -C "$REPO" "$@"
+        inside env -C "$REPO" "${TOOL_ENV[@]}" "$@"
         rc=$?
         set -e
         if [[ $rc -ne 0 ]]; then

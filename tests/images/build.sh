@@ -451,4 +451,23 @@ L=$OUT/private
 read -r d s < <(simple "$L" "" private)
 tag "$L" latest "$d" "$s" $OCI_MANIFEST "auth:podscope-test/private"
 
+# An image whose config names a StopSignal (SIGUSR1): StopContainer sends
+# it first, instead of SIGTERM.
+L=$OUT/stopsignal
+rm -rf "$STAGE/root"
+mkdir -p "$STAGE/root"
+busybox_root "$STAGE/root"
+echo stopsignal > "$STAGE/root/etc/podscope-test-image"
+read -r d s < <(image_config "$L" amd64 \
+    "$(jq -cn '{User: "", Env: ["PATH=/bin"], Cmd: ["/bin/sh"], StopSignal: "SIGUSR1",
+               Labels: {"org.podscope.test": "stopsignal"}}')" \
+    "$(layer "$STAGE/root" "$L" gzip)")
+tag "$L" latest "$d" "$s" $OCI_MANIFEST podscope-test/stopsignal
+
+# An image with a layer no other image has, for RemoveImage while
+# containers use it (its layer must stay, then go with them).
+L=$OUT/inuse
+read -r d s < <(simple "$L" "" inuse)
+tag "$L" latest "$d" "$s" $OCI_MANIFEST podscope-test/inuse
+
 echo "build.sh: $(wc -l < "$OUT/images.list") tags in $OUT" >&2

@@ -1,0 +1,180 @@
+//! Memory limits: a container over its limit is OOM-killed and says so, a
+//! container whose child is OOM-killed runs on, and
+//! UpdateContainerResources moves the unit's limits.
+
+use crate::common::*;
+use crate::containers::*;
+use podscope::api::container::{ContainerOptions, Resources};
+use podscope::domain::container::ContainerState;
+use std::time::Duration;
+
+const LIMIT: u64 = 32 << 20;
+
+/// A shell that holds 96 MiB in a variable: three times the limit.
+const HOG: &str = "x=$(head -c 100663296 /dev/zero | tr '\\0' a); echo \"held ${#x}\"";
+
+fn limited(script: &str) -> ContainerOptions {
+    ContainerOptions {
+        log_path: "oom/0.log".into(),
+        resources: Resources {
+            memory_limit_in_bytes: LIMIT,
+            ..Default::default()
+        },
+        ..sh_cmd(script)
+    }
+}
+
+async fn a_container_over_its_memory_limit_ends_oom_killed(handler: &str) {
+    let _cleanup = Cleanup::new();
+    let (m, _c) = manager().await;
+    pull_busybox(&m).await;
+    let (pod, logs) = log_pod(&m, "ctr-oom", handler).await;
+    let id = run(&m, &pod, "hog", limited(&format!("echo start; {HOG}"))).await;
+    wait_container(&m, &id, ContainerState::Exited, Duration::from_secs(30)).await;
+    let s = m.container_status(&id).await.unwrap();
+    assert_eq!(
+        (s.exit_code, s.reason.as_str(), s.oom_killed),
+        (137, "OOMKilled", true),
+        "{s:?}"
+    );
+    let lines = whole_lines(&strict_records(&format!("{logs}/oom/0.log")), "stdout");
+    assert_eq!(lines, ["start"], "it never got to hold the memory");
+    m.remove(&pod).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_container_over_its_memory_limit_ends_oom_killed_with_137_crun() {
+    a_container_over_its_memory_limit_ends_oom_killed("crun").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_container_over_its_memory_limit_ends_oom_killed_with_137_runc() {
+    a_container_over_its_memory_limit_ends_oom_killed("runc").await;
+}
+
+async fn a_container_whose_child_is_oom_killed_keeps_running(handler: &str) {
+    let _cleanup = Cleanup::new();
+    let (m, _c) = manager().await;
+    pull_busybox(&m).await;
+    let (pod, logs) = log_pod(&m, "ctr-oom-child", handler).await;
+    // The child shell is the one that grows: the kernel kills it, the
+    // container's own process goes on.
+    let script = format!(
+        "trap 'exit 0' TERM; sh -c '{}'; echo \"child $?\"; while :; do sleep 0.1; done",
+        HOG.replace('\'', "'\\''")
+    );
+    let id = run(&m, &pod, "parent", limited(&script)).await;
+    let pid = m.container_status(&id).await.unwrap().main_pid;
+    let path = format!("{logs}/oom/0.log");
+    let t0 = std::time::Instant::now();
+    while !whole_lines(&strict_records(&path), "stdout")
+        .iter()
+        .any(|l| l.starts_with("child "))
+    {
+        if t0.elapsed() > Duration::from_secs(30) {
+            panic!(
+                "the child never ended; the container: {:?}; its log: {:?}",
+                m.container_status(&id).await,
+                std::fs::read_to_string(&path)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        whole_lines(&strict_records(&path), "stdout"),
+        ["child 137"],
+        "the child was killed (SIGKILL), not the container"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let s = m.container_status(&id).await.unwrap();
+    assert_eq!(
+        (s.state, s.main_pid),
+        (ContainerState::Running, pid),
+        "{s:?}"
+    );
+    assert!(pid_alive(pid));
+    assert_eq!(unit_prop(&s.unit, "ActiveState"), "active");
+    m.remove(&pod).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_container_whose_child_is_oom_killed_keeps_running_crun() {
+    a_container_whose_child_is_oom_killed_keeps_running("crun").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_container_whose_child_is_oom_killed_keeps_running_runc() {
+    a_container_whose_child_is_oom_killed_keeps_running("runc").await;
+}
+
+/// The memory limit the kernel enforces on a container's cgroup, as
+/// systemd wrote it (cgroup v1's memory.limit_in_bytes or v2's memory.max).
+fn kernel_memory_limit(cgroup: &str) -> String {
+    let v1 = format!("/sys/fs/cgroup/memory{cgroup}/memory.limit_in_bytes");
+    let v2 = format!("/sys/fs/cgroup{cgroup}/memory.max");
+    std::fs::read_to_string(&v1)
+        .or_else(|_| std::fs::read_to_string(&v2))
+        .unwrap_or_else(|e| panic!("neither {v1} nor {v2}: {e}"))
+        .trim()
+        .to_owned()
+}
+
+/// No limit in the kernel's words: v2's "max", v1's largest page multiple.
+fn unlimited(v: &str) -> bool {
+    v == "max" || v.parse::<u64>().is_ok_and(|n| n >= 1 << 62)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn update_container_resources_moves_memory_max_and_removing_the_limit_resets_it() {
+    let _cleanup = Cleanup::new();
+    let (m, _c) = manager().await;
+    pull_busybox(&m).await;
+    let (pod, _) = log_pod(&m, "ctr-update", "").await;
+    let o = ContainerOptions {
+        resources: Resources {
+            memory_limit_in_bytes: 64 << 20,
+            ..Default::default()
+        },
+        ..sh_cmd("trap 'exit 0' TERM; while :; do sleep 0.1; done")
+    };
+    let id = run(&m, &pod, "upd", o).await;
+    let s = m.container_status(&id).await.unwrap();
+    assert_eq!(unit_prop(&s.unit, "MemoryMax"), (64u64 << 20).to_string());
+    assert_eq!(kernel_memory_limit(&s.cgroup), (64u64 << 20).to_string());
+
+    let more = Resources {
+        memory_limit_in_bytes: 128 << 20,
+        ..Default::default()
+    };
+    m.update_container_resources(&id, &more).await.unwrap();
+    assert_eq!(unit_prop(&s.unit, "MemoryMax"), (128u64 << 20).to_string());
+    assert_eq!(kernel_memory_limit(&s.cgroup), (128u64 << 20).to_string());
+    assert_eq!(
+        m.container_status(&id)
+            .await
+            .unwrap()
+            .resources
+            .memory_limit_in_bytes,
+        128 << 20
+    );
+
+    m.update_container_resources(&id, &Resources::default())
+        .await
+        .unwrap();
+    assert_eq!(unit_prop(&s.unit, "MemoryMax"), "infinity");
+    let k = kernel_memory_limit(&s.cgroup);
+    assert!(unlimited(&k), "the cgroup still has a limit: {k}");
+    assert_eq!(
+        m.container_status(&id)
+            .await
+            .unwrap()
+            .resources
+            .memory_limit_in_bytes,
+        0
+    );
+    assert_eq!(
+        m.container_status(&id).await.unwrap().state,
+        ContainerState::Running
+    );
+    m.remove(&pod).await.unwrap();
+}
