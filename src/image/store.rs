@@ -188,12 +188,19 @@ impl ImageStore {
         if let Some(parent) = dest.parent() {
             fs::create_dir_all(parent).io_context(format!("create {}", parent.display()))?;
         }
-        let tmp = self.root.join("tmp").join(format!("blob-{}", d.hex()));
+        // A name of its own per write: two pulls of the same blob at once
+        // must not share (and rename away) one temporary file.
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = self.root.join("tmp").join(format!("blob-{}-{n}", d.hex()));
         let mut f = fs::File::create(&tmp).io_context(format!("create {}", tmp.display()))?;
         f.write_all(bytes)
             .and_then(|_| f.sync_all())
             .io_context(format!("write {}", tmp.display()))?;
-        fs::rename(&tmp, &dest).io_context(format!("store blob {d}"))?;
+        if let Err(e) = fs::rename(&tmp, &dest) {
+            let _ = fs::remove_file(&tmp);
+            return Err(e).io_context(format!("store blob {d}"));
+        }
         Ok(())
     }
 

@@ -130,6 +130,53 @@ async fn exits_are_recorded_with_their_output(handler: &str) {
     m.remove(&pod).await.unwrap();
 }
 
+/// A container whose process is not root's: the runtime's start (run by
+/// the daemon, whose own sandbox is narrow) must still reach it, and an
+/// exec runs as the same user.
+async fn a_container_of_another_user_starts_and_execs_as_it(handler: &str) {
+    let _cleanup = Cleanup::new();
+    let (m, _c) = manager().await;
+    pull_busybox(&m).await;
+    let (pod, logs) = log_pod(&m, "ctr-user", handler).await;
+    let o = ContainerOptions {
+        log_path: "user/0.log".into(),
+        security: Security {
+            run_as_user: Some(1000),
+            run_as_group: Some(1000),
+            ..Default::default()
+        },
+        ..sh_cmd("id -u; trap 'exit 0' TERM; while :; do sleep 0.1; done")
+    };
+    let id = run(&m, &pod, "user", o).await;
+    let s = m.container_status(&id).await.unwrap();
+    assert_eq!(s.state, ContainerState::Running, "{s:?}");
+    wait_lines(&format!("{logs}/user/0.log"), 1, Duration::from_secs(10)).await;
+    assert_eq!(
+        whole_lines(&strict_records(&format!("{logs}/user/0.log")), "stdout"),
+        vec!["1000".to_owned()]
+    );
+    let out = m
+        .exec_sync(&id, &["id".into(), "-u".into()], 10_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.exit_code, String::from_utf8_lossy(&out.stdout).trim()),
+        (0, "1000")
+    );
+    m.stop_container(&id, 10).await.unwrap();
+    m.remove(&pod).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_container_of_another_user_starts_and_execs_as_it_crun() {
+    a_container_of_another_user_starts_and_execs_as_it("crun").await;
+}
+
+#[tokio::test]
+async fn a_container_of_another_user_starts_and_execs_as_it_runc() {
+    a_container_of_another_user_starts_and_execs_as_it("runc").await;
+}
+
 #[tokio::test]
 async fn exits_are_recorded_with_their_output_crun() {
     exits_are_recorded_with_their_output("crun").await;

@@ -6,16 +6,13 @@
 #
 #   CRICTL, CRITEST   the tools (the Makefile defaults them to ../shared/tools)
 #
-# Fails on the first crictl check that does not hold, unless critest's
-# 'basic operations on PodSandbox|Runtime info' specs give 5 Passed,
-# 0 Failed, and unless its 'Image Manager' specs give 6 of 7 Passed, only the
-# digest-pinned image failing. The pass count of every other critest spec
-# is reported.
+# Fails on the first crictl check that does not hold, and when any critest
+# spec fails but the ones named below as expected failures (streaming, not
+# yet implemented, and the digest-pinned image, which needs gcr.io); the
+# count is reported as N of 78.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 EP=unix:///run/podscope/cri.sock
-FOCUS='basic operations on PodSandbox|Runtime info'
-FOCUS_PASSED=5
 
 fail() { echo "conformance: FAILED: $*" >&2; exit 1; }
 ok() { echo "conformance: ok   $*"; }
@@ -152,6 +149,50 @@ ok "crictl pull --creds with a wrong password: Unauthenticated"
 crictl pull --creds podscope:podscope-s3cret 127.0.0.1:5001/podscope-test/private >/dev/null \
     || fail "crictl pull --creds with the password"
 ok "crictl pull --creds with the password"
+# --- crictl: containers -------------------------------------------------------
+# A container in a pod-network pod, as kubelet drives one: create, start,
+# ps/inspect, exec, logs, stats, stop, rm; and the unit systemd runs it as.
+
+img=$(jq -r .image.image "$HERE/container.json")
+crictl pull "$img" >/dev/null || fail "crictl pull $img"
+pod=$(crictl runp "$HERE/pod-network.json")
+ctr=$(crictl create "$pod" "$HERE/container.json" "$HERE/pod-network.json")
+[[ $ctr =~ ^[0-9a-f]{64}$ ]] || fail "crictl create printed '$ctr', not an id"
+ok "crictl create: $ctr"
+expect "inspect: created" "$(crictl inspect "$ctr" | jq -r .status.state)" CONTAINER_CREATED
+crictl start "$ctr" >/dev/null
+expect "inspect: running" "$(crictl inspect "$ctr" | jq -r .status.state)" CONTAINER_RUNNING
+expect "its unit, active" "$(systemctl is-active "podscope-ctr-$ctr.service")" active
+expect "its unit's memory limit" "$(systemctl show -P MemoryMax "podscope-ctr-$ctr.service")" 67108864
+expect "crictl ps: listed, by label, in its pod" "$(crictl ps -q --label app=conformance --pod "$pod")" "$ctr"
+expect "crictl exec -s" "$(crictl exec -s "$ctr" echo hello)" hello
+# crictl 1.29 reports a non-zero status in its message (and exits 1).
+out=$(crictl exec -s "$ctr" sh -c 'exit 3' 2>&1) && fail "crictl exec -s of 'exit 3' succeeded"
+grep -q "exited with 3" <<<"$out" || fail "crictl exec -s of 'exit 3': $out"
+ok "crictl exec -s: the command's exit status (3)"
+for _ in $(seq 50); do
+    [[ $(crictl logs "$ctr" 2>/dev/null) == started ]] && break
+    sleep 0.1
+done
+expect "crictl logs" "$(crictl logs "$ctr")" started
+stats=$(crictl stats -o json --id "$ctr")
+expect "crictl stats: its entry" "$(jq -r '.stats[0].attributes.id' <<<"$stats")" "$ctr"
+mem=$(jq -r '.stats[0].memory.workingSetBytes.value' <<<"$stats")
+((mem > 0)) || fail "crictl stats: working set $mem"
+ok "crictl stats: working set $mem bytes"
+crictl stop --timeout 10 "$ctr" >/dev/null
+st=$(crictl inspect "$ctr")
+expect "stop: exited" "$(jq -r .status.state <<<"$st")" CONTAINER_EXITED
+expect "stop: exit code (its trap exits 0 on SIGTERM)" "$(jq -r .status.exitCode <<<"$st")" 0
+expect "stop: reason" "$(jq -r .status.reason <<<"$st")" Completed
+crictl rm "$ctr" >/dev/null
+if out=$(crictl inspect "$ctr" 2>&1); then fail "inspect after rm answered: $out"; fi
+grep -q "code = NotFound" <<<"$out" || fail "inspect after rm: $out"
+ok "rm: gone (NotFound)"
+expect "rm: its unit gone" "$(systemctl list-units --all --plain --no-legend "podscope-ctr-$ctr.service" | wc -l)" 0
+crictl rmp --force "$pod" >/dev/null
+ok "rmp: the pod"
+
 crictl rmi busybox 127.0.0.1:5001/podscope-test/private >/dev/null
 if [[ -n $(crictl images -q busybox) ]]; then fail "crictl rmi busybox left it listed"; fi
 ok "crictl rmi: gone"
@@ -174,31 +215,35 @@ run_critest() {
 }
 
 LOGDIR=$(mktemp -d)
-read -r passed failed ran < <(run_critest "$LOGDIR/focus.log" --ginkgo.focus="$FOCUS")
-if [[ $passed != "$FOCUS_PASSED" || $failed != 0 ]]; then
-    grep -E '^\s*\[FAIL\]' "$LOGDIR/focus.log" >&2 || true
-    fail "critest '$FOCUS': $passed Passed, $failed Failed (want $FOCUS_PASSED Passed, 0 Failed)"
+# The whole suite, once. What may fail, and why, by name; anything else
+# failing fails the target:
+#   - the five streaming specs: Exec, Attach and PortForward answer
+#     UNIMPLEMENTED until the streaming server lands;
+#   - the digest-pinned image: its digest names a manifest on gcr.io that no
+#     offline registry can serve (containerd fails it here too).
+ALLOWED_FAILURES='Streaming runtime should support streaming interfaces runtime should support exec with tty=false and stdin=false
+Streaming runtime should support streaming interfaces runtime should support exec with tty=true and stdin=true
+Streaming runtime should support streaming interfaces runtime should support attach
+Streaming runtime should support streaming interfaces runtime should support portforward
+Streaming runtime should support streaming interfaces runtime should support portforward in host network
+Image Manager public image with digest should be pulled and removed'
+TOTAL=78
+read -r passed failed ran < <(run_critest "$LOGDIR/critest.log" --ginkgo.timeout=14m)
+# Each [FAIL] line names its spec (ginkgo prints it in the run and in the
+# summary); without the bracketed markers, a spec reads as above.
+failed_specs=$(sed -nE 's/^\s*\[FAIL\] \[k8s\.io\] //p' "$LOGDIR/critest.log" |
+    sed -E 's/ \[It\]//; s/ \[Conformance\]$//; s/ +$//' | sort -u)
+unexpected=$(comm -23 <(printf '%s\n' "$failed_specs" | sed '/^$/d') <(printf '%s\n' "$ALLOWED_FAILURES" | sort -u))
+echo "conformance: critest: $passed of $TOTAL passed ($failed failed, $ran ran)"
+[[ -z $failed_specs ]] || sed 's/^/conformance:   failed: /' <<<"$failed_specs"
+if [[ -n $unexpected || $ran != "$TOTAL" || $((passed + failed)) != "$ran" ]]; then
+    # The checkout is the harness's working directory: the log outlives it.
+    cp "$LOGDIR/critest.log" target/conformance-critest.log 2>/dev/null || true
+    grep -E -B2 -A8 '^\s*\[FAILED\]' "$LOGDIR/critest.log" | head -n 150 >&2 || true
+    echo "conformance: critest's whole log: target/conformance-critest.log" >&2
+    fail "critest: unexpected: ${unexpected:-none} (ran $ran of $TOTAL)"
 fi
-ok "critest '$FOCUS': $passed Passed, 0 Failed"
-
-# critest's image specs: every one but the digest-pinned image, whose
-# digest names a manifest on gcr.io that no offline registry can serve.
-IMAGES='Image Manager'
-read -r passed failed ran < <(run_critest "$LOGDIR/images.log" --ginkgo.focus="$IMAGES")
-failed_specs=$(sed -nE 's/^\s*\[FAIL\] \[k8s\.io\] Image Manager (.*) \[Conformance\].*/\1/p' "$LOGDIR/images.log" | sort -u)
-if [[ $passed != 6 || $failed != 1 || $failed_specs != "[It] public image with digest should be pulled and removed" ]]; then
-    grep -E '^\s*\[FAIL\]' "$LOGDIR/images.log" >&2 || true
-    fail "critest '$IMAGES': $passed Passed, $failed Failed (want 6 Passed, and only the digest-pinned image failed)"
-fi
-ok "critest '$IMAGES': 6 Passed; 1 Failed: the digest-pinned image (offline)"
-
-read -r passed failed ran < <(run_critest "$LOGDIR/rest.log" --ginkgo.skip="$FOCUS|$IMAGES")
-echo "conformance: report critest, every other spec: $passed Passed, $failed Failed of $ran run"
-# Failures by the suite's top-level group (each [FAIL] line is printed twice
-# by ginkgo: in the run and in its summary).
-sed -nE 's/^\s*\[FAIL\] \[k8s\.io\] //p' "$LOGDIR/rest.log" | sort -u |
-    sed -E 's/ (runtime|bucket|when|should|with|\[It\]) .*//' | sort | uniq -c |
-    awk '{n=$1; $1=""; printf "conformance:   failed in%s: %d\n", $0, n}'
+ok "critest: every spec passed but the ones named as expected failures"
 # Specs that fail midway leave their pods, and a RunPodSandbox critest
 # sent just before it exited still completes (a client hanging up never
 # cuts a call short): clear until nothing is left.

@@ -2,8 +2,9 @@
 //! podscope in the harness, Debian's containerd 1.6 with runc
 //! (tests/harness/anchor/containerd.sh), so that podscope's own are read
 //! against the same machine on the same day. The measurements take only
-//! a CRI endpoint ([`Target`]): the same code measures podscope once it
-//! runs containers (its socket is unix:///run/podscope/cri.sock).
+//! a CRI endpoint and a runtime handler ([`Target`]): the same code
+//! measures podscope (unix:///run/podscope/cri.sock, with crun and with
+//! runc) in the same run (`containers.rs` drives them and compares).
 //!
 //! - critest's benchmark mode: the container lifecycle (CreateContainer,
 //!   StartContainer, StopContainer, RemoveContainer) and the pod lifecycle
@@ -13,13 +14,13 @@
 //!   p50 of wall times (how clients.rs takes crictl's figures);
 //! - what a pod with one running container costs outside the container's
 //!   own processes: the processes the runtime keeps for it (for containerd
-//!   the shim and the pause process), their RSS, and their number per
-//!   running container;
+//!   the shim and the pause process, for podscope the pod's init), their
+//!   RSS, and their number per running container;
 //! - 100 containers in 25 pods started by 4 concurrent clients (tonic
 //!   clients in this process, one connection each): containers started per
 //!   second, their pods' RunPodSandbox included;
 //! - a cold pull of the bench's 52 MiB image (images.rs pushes it) with
-//!   `crictl pull`, median of 3.
+//!   `crictl pull`.
 
 use super::{ms, pct, rss_pss, Table};
 use k8s_cri::v1 as cri;
@@ -35,12 +36,13 @@ use tonic::transport::Channel;
 const SCRIPT: &str = "tests/harness/anchor/containerd.sh";
 /// The image the containers run: critest's default, so critest's own
 /// benchmark and ours run the same one.
-const IMAGE: &str = "registry.k8s.io/e2e-test-images/busybox:1.29-2";
+pub const IMAGE: &str = "registry.k8s.io/e2e-test-images/busybox:1.29-2";
 /// The bench's big image (images.rs builds and pushes it).
-const BIG: &str = "127.0.0.1:5000/bench/big:latest";
+pub const BIG: &str = "127.0.0.1:5000/bench/big:latest";
 const BIG_MANIFEST: &str = "http://127.0.0.1:5000/v2/bench/big/manifests/latest";
 
 /// A CRI runtime to measure.
+#[derive(Clone)]
 pub struct Target {
     /// Its rows read "<name>: <figure>".
     pub name: String,
@@ -49,20 +51,58 @@ pub struct Target {
     /// The cgroup parent of the pods made here ("" leaves the runtime's
     /// default; containerd's systemd driver wants a slice).
     pub cgroup_parent: String,
+    /// RunPodSandbox's runtime_handler (and critest's -runtime-handler);
+    /// "" is the runtime's default.
+    pub runtime_handler: String,
 }
 
 impl Target {
-    fn endpoint(&self) -> String {
+    pub fn endpoint(&self) -> String {
         format!("unix://{}", self.socket.display())
     }
 
-    fn row(&self, figure: &str) -> String {
+    pub fn row(&self, figure: &str) -> String {
         format!("{}: {figure}", self.name)
+    }
+
+    /// podscope's CRI frontend with pods on `handler` (crun or runc).
+    pub fn podscope(handler: &str) -> Target {
+        Target {
+            name: format!("podscope + {handler}"),
+            socket: PathBuf::from(super::CRI_SOCKET),
+            cgroup_parent: String::new(),
+            runtime_handler: handler.into(),
+        }
     }
 }
 
-/// Start the containerd anchor, measure it, stop it (nothing of it stays).
-pub async fn containerd(t: &mut Table) {
+/// One runtime's figures, for the comparisons (`containers.rs`).
+#[derive(Clone, Debug, Default)]
+pub struct Figures {
+    /// critest's container benchmark, p50 of each operation and of
+    /// CreateContainer + StartContainer per sample.
+    pub create: Duration,
+    pub start: Duration,
+    pub create_start: Duration,
+    pub stop: Duration,
+    pub remove: Duration,
+    /// critest's pod benchmark (pod network).
+    pub run_pod: Duration,
+    pub stop_pod: Duration,
+    /// ExecSync `true` (crictl exec -s minus crictl version), p50.
+    pub exec: Duration,
+    /// A pod with one running container, outside the container: the
+    /// runtime's processes' RSS and PSS (KiB, mean per pod), their names.
+    pub pod_rss_kib: f64,
+    pub pod_pss_kib: f64,
+    pub pod_processes: String,
+    /// 100 containers in 25 pods by 4 clients: containers started per
+    /// second.
+    pub start_rate: f64,
+}
+
+/// Start the containerd anchor: its target.
+pub fn start_containerd() -> Target {
     script("start");
     let env = script("env");
     let var = |k: &str| {
@@ -71,7 +111,7 @@ pub async fn containerd(t: &mut Table) {
             .unwrap_or_else(|| panic!("{SCRIPT} env printed no {k}"))
             .to_owned()
     };
-    let target = Target {
+    Target {
         name: "containerd 1.6 + runc".into(),
         socket: PathBuf::from(
             var("ANCHOR_ENDPOINT")
@@ -79,8 +119,25 @@ pub async fn containerd(t: &mut Table) {
                 .expect("a unix:// endpoint"),
         ),
         cgroup_parent: var("ANCHOR_SLICE"),
-    };
-    measure(&target, t).await;
+        runtime_handler: String::new(),
+    }
+}
+
+/// The anchor's containerd process (its unit's main process).
+pub fn containerd_pid() -> u32 {
+    let env = script("env");
+    let unit = env
+        .lines()
+        .find_map(|l| l.strip_prefix("ANCHOR_UNIT="))
+        .unwrap_or_else(|| panic!("{SCRIPT} env printed no ANCHOR_UNIT"));
+    super::sh(&format!("systemctl show -P MainPID {unit}"))
+        .trim()
+        .parse()
+        .expect("containerd's pid")
+}
+
+/// Stop the anchor: nothing of it stays.
+pub fn stop_containerd() {
     script("stop");
 }
 
@@ -95,26 +152,14 @@ fn script(verb: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Every figure on one runtime.
-pub async fn measure(target: &Target, t: &mut Table) {
-    let tools = Tools::from_env();
-    let mut img = image_client(target).await;
-    pull(&mut img, IMAGE).await;
-    critest_benchmarks(target, &tools, t);
-    exec_sync(target, &tools, t).await;
-    footprint(target, t).await;
-    concurrent_starts(target, t).await;
-    cold_pull(target, &tools, t);
-}
-
 /// crictl and critest, from CRICTL and CRITEST (make bench sets them).
-struct Tools {
+pub struct Tools {
     crictl: PathBuf,
     critest: PathBuf,
 }
 
 impl Tools {
-    fn from_env() -> Tools {
+    pub fn from_env() -> Tools {
         let get = |var: &str| {
             let p = PathBuf::from(
                 std::env::var_os(var)
@@ -130,7 +175,7 @@ impl Tools {
     }
 
     /// Wall time of one crictl call against the target; its stdout.
-    fn crictl(&self, target: &Target, args: &[&str]) -> (Duration, String) {
+    pub fn crictl(&self, target: &Target, args: &[&str]) -> (Duration, String) {
         let ep = target.endpoint();
         let t0 = Instant::now();
         let out = Command::new(&self.crictl)
@@ -155,15 +200,15 @@ async fn channel(target: &Target) -> Channel {
         .unwrap_or_else(|e| panic!("connect to {}: {e}", target.socket.display()))
 }
 
-async fn runtime_client(target: &Target) -> RuntimeServiceClient<Channel> {
+pub async fn runtime_client(target: &Target) -> RuntimeServiceClient<Channel> {
     RuntimeServiceClient::new(channel(target).await)
 }
 
-async fn image_client(target: &Target) -> ImageServiceClient<Channel> {
+pub async fn image_client(target: &Target) -> ImageServiceClient<Channel> {
     ImageServiceClient::new(channel(target).await)
 }
 
-async fn pull(img: &mut ImageServiceClient<Channel>, image: &str) {
+pub async fn pull(img: &mut ImageServiceClient<Channel>, image: &str) {
     img.pull_image(cri::PullImageRequest {
         image: Some(cri::ImageSpec {
             image: image.into(),
@@ -220,8 +265,9 @@ fn benchmark_file(path: &Path) -> HashMap<String, Vec<u64>> {
 
 /// critest -benchmark: its container lifecycle (a pod per sample, the
 /// default container, `top`, stopped with critest's 60 s grace period) and
-/// its pod lifecycle (pod network), 20 samples each, one client.
-fn critest_benchmarks(target: &Target, tools: &Tools, t: &mut Table) {
+/// its pod lifecycle (pod network), 20 samples each, one client, on the
+/// target's runtime handler.
+pub fn critest_benchmarks(target: &Target, tools: &Tools, t: &mut Table, f: &mut Figures) {
     let n = 20;
     let dir = tempdir("critest");
     let params = dir.join("params.yaml");
@@ -234,7 +280,11 @@ fn critest_benchmarks(target: &Target, tools: &Tools, t: &mut Table) {
     )
     .unwrap();
     let ep = target.endpoint();
-    let out = Command::new(&tools.critest)
+    let mut critest = Command::new(&tools.critest);
+    if !target.runtime_handler.is_empty() {
+        critest.arg(format!("-runtime-handler={}", target.runtime_handler));
+    }
+    let out = critest
         .args(["--runtime-endpoint", &ep, "--image-endpoint", &ep])
         .arg("-benchmark")
         .arg(format!("-benchmarking-params-file={}", params.display()))
@@ -275,10 +325,24 @@ fn critest_benchmarks(target: &Target, tools: &Tools, t: &mut Table) {
             None,
         );
     }
+    let op = |ops: &HashMap<String, Vec<u64>>, name: &str| p50_ns(&ops[name]);
+    f.create = op(&containers, "CreateContainer");
+    f.start = op(&containers, "StartContainer");
+    f.stop = op(&containers, "StopContainer");
+    f.remove = op(&containers, "RemoveContainer");
+    f.run_pod = op(&pods, "CreatePod");
+    f.stop_pod = op(&pods, "StopPod");
+    // Create and Start of the same sample, added.
+    let both: Vec<u64> = containers["CreateContainer"]
+        .iter()
+        .zip(&containers["StartContainer"])
+        .map(|(c, s)| c + s)
+        .collect();
+    f.create_start = p50_ns(&both);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn pod_config(target: &Target, name: &str) -> cri::PodSandboxConfig {
+pub fn pod_config(target: &Target, name: &str) -> cri::PodSandboxConfig {
     cri::PodSandboxConfig {
         metadata: Some(cri::PodSandboxMetadata {
             name: name.into(),
@@ -294,7 +358,8 @@ fn pod_config(target: &Target, name: &str) -> cri::PodSandboxConfig {
     }
 }
 
-fn container_config(name: &str) -> cri::ContainerConfig {
+/// The default container of our own pods: `sleep 3600` in critest's image.
+pub fn container_config(name: &str) -> cri::ContainerConfig {
     cri::ContainerConfig {
         metadata: Some(cri::ContainerMetadata {
             name: name.into(),
@@ -311,7 +376,7 @@ fn container_config(name: &str) -> cri::ContainerConfig {
 }
 
 /// A pod (pod network) with `n` running containers: (pod id, container ids).
-async fn pod_with_containers(
+pub async fn pod_with_containers(
     rt: &mut RuntimeServiceClient<Channel>,
     target: &Target,
     name: &str,
@@ -321,7 +386,7 @@ async fn pod_with_containers(
     let pod = rt
         .run_pod_sandbox(cri::RunPodSandboxRequest {
             config: Some(config.clone()),
-            runtime_handler: String::new(),
+            runtime_handler: target.runtime_handler.clone(),
         })
         .await
         .unwrap_or_else(|e| panic!("RunPodSandbox {name}: {e}"))
@@ -329,27 +394,42 @@ async fn pod_with_containers(
         .pod_sandbox_id;
     let mut ids = Vec::with_capacity(n);
     for i in 0..n {
-        let id = rt
-            .create_container(cri::CreateContainerRequest {
-                pod_sandbox_id: pod.clone(),
-                config: Some(container_config(&format!("c{i}"))),
-                sandbox_config: Some(config.clone()),
-            })
-            .await
-            .unwrap_or_else(|e| panic!("CreateContainer in {name}: {e}"))
-            .into_inner()
-            .container_id;
-        rt.start_container(cri::StartContainerRequest {
-            container_id: id.clone(),
-        })
-        .await
-        .unwrap_or_else(|e| panic!("StartContainer in {name}: {e}"));
-        ids.push(id);
+        ids.push(run_container(rt, &pod, &config, container_config(&format!("c{i}"))).await);
     }
     (pod, ids)
 }
 
-async fn remove_pods(rt: &mut RuntimeServiceClient<Channel>, pods: &[String]) {
+/// CreateContainer and StartContainer: the container's id.
+pub async fn run_container(
+    rt: &mut RuntimeServiceClient<Channel>,
+    pod: &str,
+    pod_config: &cri::PodSandboxConfig,
+    config: cri::ContainerConfig,
+) -> String {
+    let pod_name = pod_config
+        .metadata
+        .as_ref()
+        .map_or("", |m| m.name.as_str())
+        .to_owned();
+    let id = rt
+        .create_container(cri::CreateContainerRequest {
+            pod_sandbox_id: pod.to_owned(),
+            config: Some(config),
+            sandbox_config: Some(pod_config.clone()),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("CreateContainer in {pod_name}: {e}"))
+        .into_inner()
+        .container_id;
+    rt.start_container(cri::StartContainerRequest {
+        container_id: id.clone(),
+    })
+    .await
+    .unwrap_or_else(|e| panic!("StartContainer in {pod_name}: {e}"));
+    id
+}
+
+pub async fn remove_pods(rt: &mut RuntimeServiceClient<Channel>, pods: &[String]) {
     for pod in pods {
         rt.stop_pod_sandbox(cri::StopPodSandboxRequest {
             pod_sandbox_id: pod.clone(),
@@ -367,7 +447,7 @@ async fn remove_pods(rt: &mut RuntimeServiceClient<Channel>, pods: &[String]) {
 /// ExecSync `true` as crictl users see it: `crictl exec -s <id> true`
 /// minus `crictl version` (crictl's own start, connection and one call),
 /// p50 of 20 each, interleaved.
-async fn exec_sync(target: &Target, tools: &Tools, t: &mut Table) {
+pub async fn exec_sync(target: &Target, tools: &Tools, t: &mut Table, f: &mut Figures) {
     let mut rt = runtime_client(target).await;
     let (pod, ctrs) = pod_with_containers(&mut rt, target, "anchor-exec", 1).await;
     let (mut exec, mut version) = (Vec::new(), Vec::new());
@@ -388,17 +468,18 @@ async fn exec_sync(target: &Target, tools: &Tools, t: &mut Table) {
         ),
         None,
     );
+    f.exec = e50.saturating_sub(base);
     remove_pods(&mut rt, &[pod]).await;
 }
 
 /// A process seen in /proc: parent, name, command line.
-struct Proc {
-    ppid: u32,
-    comm: String,
-    cmdline: String,
+pub struct Proc {
+    pub ppid: u32,
+    pub comm: String,
+    pub cmdline: String,
 }
 
-fn processes() -> HashMap<u32, Proc> {
+pub fn processes() -> HashMap<u32, Proc> {
     let mut all = HashMap::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
@@ -433,10 +514,15 @@ fn processes() -> HashMap<u32, Proc> {
 }
 
 /// The pid in a verbose status's "info" document, where the runtime gives
-/// one (containerd does, for pods and containers).
-fn info_pid(info: &HashMap<String, String>) -> Option<u32> {
+/// one: containerd's `pid` (pause, or the container's process), podscope's
+/// `init_pid` (the pod's init) or `main_pid` (the container's process).
+pub fn info_pid(info: &HashMap<String, String>) -> Option<u32> {
     let v: serde_json::Value = serde_json::from_str(info.get("info")?).ok()?;
-    v["pid"].as_u64().map(|p| p as u32).filter(|p| *p > 0)
+    ["pid", "init_pid", "main_pid"]
+        .iter()
+        .find_map(|k| v[*k].as_u64())
+        .map(|p| p as u32)
+        .filter(|p| *p > 0)
 }
 
 /// The processes a runtime keeps for each pod besides its containers' own:
@@ -444,7 +530,7 @@ fn info_pid(info: &HashMap<String, String>) -> Option<u32> {
 /// shim's `-id <pod>`, a pod init's `--id <pod>`) and the pid the pod's
 /// status reports (containerd's pause), less every container process and
 /// its descendants. Per pod, in the order of `pods`.
-async fn runtime_processes(
+pub async fn runtime_processes(
     rt: &mut RuntimeServiceClient<Channel>,
     pods: &[(String, Vec<String>)],
 ) -> Vec<Vec<u32>> {
@@ -510,7 +596,7 @@ async fn runtime_processes(
 }
 
 /// The names of `pids` (each once, sorted), for a row's label.
-fn names(pids: &[u32]) -> String {
+pub fn names(pids: &[u32]) -> String {
     let all = processes();
     let mut n: Vec<String> = pids
         .iter()
@@ -523,7 +609,7 @@ fn names(pids: &[u32]) -> String {
 
 /// 10 pods with one running container each: the runtime's processes per
 /// pod, their RSS (and PSS), and their number per running container.
-async fn footprint(target: &Target, t: &mut Table) {
+pub async fn footprint(target: &Target, t: &mut Table, f: &mut Figures) {
     let n = 10;
     let mut rt = runtime_client(target).await;
     let mut pods = Vec::new();
@@ -559,6 +645,9 @@ async fn footprint(target: &Target, t: &mut Table) {
         format!("{:.1} ({what})", count as f64 / n as f64),
         None,
     );
+    f.pod_rss_kib = rss as f64 / n as f64;
+    f.pod_pss_kib = pss as f64 / n as f64;
+    f.pod_processes = what;
     let ids: Vec<String> = pods.into_iter().map(|(p, _)| p).collect();
     remove_pods(&mut rt, &ids).await;
 }
@@ -567,16 +656,12 @@ async fn footprint(target: &Target, t: &mut Table) {
 /// each with its own connection and its share of the pods (pod i to client
 /// i mod 4): containers started per second, from the first RunPodSandbox
 /// to the last StartContainer.
-async fn concurrent_starts(target: &Target, t: &mut Table) {
+pub async fn concurrent_starts(target: &Target, t: &mut Table, f: &mut Figures) {
     let (pods_n, per_pod, clients) = (25usize, 4usize, 4usize);
     let t0 = Instant::now();
     let mut tasks = Vec::new();
     for c in 0..clients {
-        let target = Target {
-            name: target.name.clone(),
-            socket: target.socket.clone(),
-            cgroup_parent: target.cgroup_parent.clone(),
-        };
+        let target = target.clone();
         tasks.push(tokio::spawn(async move {
             let mut rt = runtime_client(&target).await;
             let mut mine = Vec::new();
@@ -597,6 +682,7 @@ async fn concurrent_starts(target: &Target, t: &mut Table) {
     let started = pods.iter().map(|(_, c)| c.len()).sum::<usize>();
     assert_eq!(started, pods_n * per_pod);
     let rate = started as f64 / took.as_secs_f64();
+    f.start_rate = rate;
     t.add(
         &target.row(&format!(
             "{started} containers in {pods_n} pods by {clients} gRPC clients: started/s (RunPodSandbox included)"
@@ -621,7 +707,7 @@ async fn concurrent_starts(target: &Target, t: &mut Table) {
 }
 
 /// Is the bench's big image in the harness registry? (images.rs pushes it.)
-fn big_image_pushed() -> bool {
+pub fn big_image_pushed() -> bool {
     Command::new("curl")
         .args(["-sf", "-o", "/dev/null", "-I"])
         .args([
@@ -633,39 +719,30 @@ fn big_image_pushed() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Cold pulls of the bench's big image with crictl: removed (the runtime's
-/// content and snapshots with it: containerd's CRI RemoveImage collects
-/// synchronously), then pulled; median of 3 wall times.
-fn cold_pull(target: &Target, tools: &Tools, t: &mut Table) {
-    let figure = target.row("cold pull of the bench's 52 MiB image (crictl pull), median of 3");
-    if !big_image_pushed() {
-        t.add(
-            &figure,
-            "report",
-            format!("not measured: {BIG} is not in the registry (the images section pushes it)"),
-            None,
-        );
-        return;
-    }
-    let forget = || {
-        let ep = target.endpoint();
-        // Absent already is fine.
-        let _ = Command::new(&tools.crictl)
-            .args([
-                "--runtime-endpoint",
-                &ep,
-                "--image-endpoint",
-                &ep,
-                "rmi",
-                BIG,
-            ])
-            .output();
-    };
-    let mut pulls = Vec::new();
-    for _ in 0..3 {
-        forget();
-        pulls.push(tools.crictl(target, &["pull", BIG]).0);
-    }
-    forget();
-    t.add(&figure, "report", ms(pct(&mut pulls, 0.5)), None);
+/// The cold pull's row for `target`.
+pub fn cold_pull_figure(target: &Target) -> String {
+    target.row("cold pull of the bench's 52 MiB image (crictl pull), median of 3")
+}
+
+/// `crictl rmi` of the bench's big image (absent already is fine):
+/// containerd's CRI RemoveImage collects its content and snapshots
+/// synchronously; podscope's store collects after the call returns (the
+/// caller waits for it).
+pub fn forget_big(target: &Target, tools: &Tools) {
+    let ep = target.endpoint();
+    let _ = Command::new(&tools.crictl)
+        .args([
+            "--runtime-endpoint",
+            &ep,
+            "--image-endpoint",
+            &ep,
+            "rmi",
+            BIG,
+        ])
+        .output();
+}
+
+/// One cold pull of the bench's big image with crictl: its wall time.
+pub fn pull_big(target: &Target, tools: &Tools) -> Duration {
+    tools.crictl(target, &["pull", BIG]).0
 }

@@ -331,6 +331,20 @@ async fn container_leftovers(m: &Client) -> Vec<String> {
         if st.state == S::Running && !mounted {
             found.push(format!("running {id} has no root mounted"));
         }
+        // Running in the record, and in truth: not a process `create`
+        // left waiting for a `start` that never came (the pods here use
+        // crun, whose state is in /run/crun).
+        if st.state == S::Running {
+            let said = sh(&format!("crun state {id} 2>&1"));
+            let status = serde_json::from_str::<serde_json::Value>(&said)
+                .ok()
+                .and_then(|v| v.get("status")?.as_str().map(str::to_owned));
+            if status.as_deref() == Some("created") {
+                found.push(format!(
+                    "running {id} was never started (crun state: created)"
+                ));
+            }
+        }
     }
     for id in dir_names("/var/lib/podscope/containers", "") {
         if !records.contains_key(&id) {
@@ -758,7 +772,9 @@ async fn leftovers(m: &Client) -> Vec<String> {
         .lines()
         .filter_map(|l| l.split_whitespace().next())
     {
-        let id = unit.trim_start_matches("podscope-").trim_end_matches(".slice");
+        let id = unit
+            .trim_start_matches("podscope-")
+            .trim_end_matches(".slice");
         if id.len() == 64 && !records.contains_key(id) {
             found.push(format!("slice {unit} without a record"));
         }

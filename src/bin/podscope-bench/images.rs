@@ -229,25 +229,42 @@ fn median(mut v: Vec<Duration>) -> Duration {
     pct(&mut v, 0.5)
 }
 
-pub async fn images(m: &Client, t: &mut Table) {
-    let _ = std::fs::remove_dir_all(WORK);
-    std::fs::create_dir_all(WORK).unwrap();
-    let http = reqwest::Client::new();
+/// The bench's big image (~50 MiB in 5 gzip layers of /usr/lib's files),
+/// pushed to the harness registry as `BIG`: its layers.
+async fn push_big(http: &reqwest::Client) -> Vec<Layer> {
     let layers = make_layers(5, 10 << 20);
     let total: usize = layers.iter().map(|l| l.gz.len()).sum();
     let tar_total: u64 = layers.iter().map(|l| l.tar_bytes).sum();
     let mut pushed = Vec::new();
     for l in &layers {
-        let d = push_blob(&http, "bench/big", l.gz.clone()).await;
+        let d = push_blob(http, "bench/big", l.gz.clone()).await;
         pushed.push((d, l.gz.len(), l.diff_id.clone()));
     }
-    push_image(&http, "bench/big", "latest", &pushed, "big").await;
+    push_image(http, "bench/big", "latest", &pushed, "big").await;
     eprintln!(
         "bench: images: {} layers, {:.1} MiB compressed, {:.1} MiB of tar",
         layers.len(),
         total as f64 / 1048576.0,
         tar_total as f64 / 1048576.0
     );
+    layers
+}
+
+/// Push the big image unless the registry has it (the containers section
+/// pulls it when run without the images section).
+pub async fn ensure_big() {
+    if !super::anchor::big_image_pushed() {
+        push_big(&reqwest::Client::new()).await;
+    }
+}
+
+pub async fn images(m: &Client, t: &mut Table) {
+    let _ = std::fs::remove_dir_all(WORK);
+    std::fs::create_dir_all(WORK).unwrap();
+    let http = reqwest::Client::new();
+    let layers = push_big(&http).await;
+    let total: usize = layers.iter().map(|l| l.gz.len()).sum();
+    let tar_total: u64 = layers.iter().map(|l| l.tar_bytes).sum();
 
     // Cold pulls, alternating with skopeo copies of the same image.
     forget(m, BIG).await;

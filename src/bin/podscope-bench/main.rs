@@ -5,6 +5,7 @@
 mod abuse;
 mod anchor;
 mod clients;
+mod containers;
 mod crash;
 mod failpoints;
 mod images;
@@ -201,7 +202,9 @@ async fn remove_all(m: &Client) {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     // Sections to run (default: all): latency, network, cri, clients,
-    // crash, abuse, failpoints, images, alive, throughput, anchor.
+    // crash, abuse, failpoints, images, alive, throughput, containers
+    // (also named anchor: podscope's container figures with crun and runc
+    // against containerd's, all taken in this run).
     let only: Vec<String> = std::env::args().skip(1).collect();
     if only.first().map(String::as_str) == Some("as-caller") {
         return as_caller(&only[1..]).await;
@@ -250,6 +253,7 @@ async fn main() {
     }
     if run("failpoints") {
         failpoints_row(&mut t).await;
+        container_failpoints_row(&mut t).await;
     }
     if run("images") {
         images::images(&m, &mut t).await;
@@ -261,8 +265,8 @@ async fn main() {
     if run("throughput") {
         throughput(&mut t).await;
     }
-    if run("anchor") {
-        anchor::containerd(&mut t).await;
+    if run("containers") || run("anchor") {
+        containers::run(&mut t).await;
     }
     println!();
     t.print();
@@ -287,6 +291,22 @@ async fn image_failpoints_row(t: &mut Table) {
         "image failpoints",
         &report,
         podscope::failpoint::IMAGES.len(),
+        t0,
+    );
+}
+
+/// Kill at every failpoint of a container's Create, Start, Stop and
+/// Remove, once each.
+async fn container_failpoints_row(t: &mut Table) {
+    let t0 = Instant::now();
+    let report =
+        failpoints::run_containers(std::path::Path::new(&failpoint_daemon()), anchor::IMAGE).await;
+    failpoints_report(
+        t,
+        "kill -9 at every container failpoint: leaks",
+        "container failpoints",
+        &report,
+        podscope::failpoint::CONTAINERS.len(),
         t0,
     );
 }
@@ -647,7 +667,7 @@ async fn network(m: &Client, t: &mut Table) {
     );
     // Where Stop's time goes, as the daemon measured it.
     for (row, ev, field) in [
-        ("Stop: scope stop p50", " stopped", "SCOPE_US"),
+        ("Stop: scope stop p50", event::STOPPED, "SCOPE_US"),
         ("Stop: CNI DEL p50", event::NETWORK_DETACHED, "CNI_US"),
         (
             "Stop: inside CNI plugins (DEL) p50",
@@ -656,10 +676,14 @@ async fn network(m: &Client, t: &mut Table) {
         ),
         (
             "Stop: netns unit stop p50 (alongside DEL)",
-            " stopped",
+            event::STOPPED,
             "NETNS_US",
         ),
-        ("Stop: whole, daemon-measured p50", " stopped", "ELAPSED_US"),
+        (
+            "Stop: whole, daemon-measured p50",
+            event::STOPPED,
+            "ELAPSED_US",
+        ),
         (
             "Create: netns unit start p50 (alongside ADD)",
             event::CREATED,
