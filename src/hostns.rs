@@ -50,6 +50,11 @@ enum Op {
     Unmount {
         target: CString,
     },
+    /// Detach a mount point (nothing mounted is fine) and remove it (no
+    /// such file is fine).
+    Unpin {
+        target: CString,
+    },
     Open {
         path: CString,
         flags: libc::c_int,
@@ -190,6 +195,19 @@ impl HostNs {
         }
     }
 
+    /// Unmount what is pinned at `target` and remove the file: what
+    /// `podscope-netns del` does for a pod's namespace, here without a
+    /// process forked into its unit's cgroup. Done already is fine.
+    pub async fn unpin(&self, target: &Path) -> Result<()> {
+        let op = Op::Unpin {
+            target: cpath(target)?,
+        };
+        self.run(vec![op])
+            .await
+            .map(drop)
+            .map_err(|e| Error::io(format!("unpin {}", target.display()), e))
+    }
+
     /// Open `path` as the host sees it.
     pub async fn open(
         &self,
@@ -325,6 +343,17 @@ fn do_op(op: &Op) -> std::result::Result<Option<RawFd>, i32> {
             }
             Op::Unmount { target } => {
                 if libc::umount2(target.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) != 0 {
+                    return Err(errno());
+                }
+                Ok(None)
+            }
+            Op::Unpin { target } => {
+                if libc::umount2(target.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) != 0
+                    && !matches!(errno(), libc::EINVAL | libc::ENOENT)
+                {
+                    return Err(errno());
+                }
+                if libc::unlink(target.as_ptr()) != 0 && errno() != libc::ENOENT {
                     return Err(errno());
                 }
                 Ok(None)

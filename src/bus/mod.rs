@@ -400,6 +400,7 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
         event_tx,
     )?);
     pods.set_members(containers.clone());
+    pods.set_hostns(crate::hostns::HostNs::connect()?);
     pods.recover().await?;
     containers.recover().await?;
 

@@ -141,6 +141,10 @@ pub struct Pods<S = Systemd> {
     gc_lock: tokio::sync::RwLock<()>,
     /// The pods' containers, once the container side is up.
     members: std::sync::OnceLock<Arc<dyn Members>>,
+    /// The host's mount namespace, where Stop unpins a pod's namespace
+    /// itself. Unset (the unit tests): Stop waits for the netns unit's own
+    /// stop to unpin it.
+    hostns: std::sync::OnceLock<crate::hostns::HostNs>,
 }
 
 fn is_active(state: &str) -> bool {
@@ -169,7 +173,13 @@ impl<S: SystemdClient> Pods<S> {
             events,
             recovery: Mutex::new(RecoveryReport::default()),
             members: std::sync::OnceLock::new(),
+            hostns: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Where Stop unpins namespaces (see `stop_locked`).
+    pub fn set_hostns(&self, hostns: crate::hostns::HostNs) {
+        let _ = self.hostns.set(hostns);
     }
 
     /// Who stops and removes the pods' containers.

@@ -86,7 +86,8 @@ pub struct StopTimings {
     pub scope: Duration,
     /// CNI DEL (in the pinned namespace, before the netns unit's stop).
     pub network: Duration,
-    /// The netns unit's stop.
+    /// The namespace unpinned and its unit's stop queued (or, without the
+    /// host namespace, the unit's stop waited for).
     pub netns: Duration,
     pub total: Duration,
 }

@@ -27,6 +27,8 @@ pub trait SystemdClient: Send + Sync + 'static {
     fn start_unit(&self, unit: &str, timeout: Duration) -> impl Future<Output = Result<()>> + Send;
     /// StopUnit and wait for its job; a unit systemd does not know is stopped.
     fn stop_unit(&self, unit: &str, timeout: Duration) -> impl Future<Output = Result<()>> + Send;
+    /// StopUnit, its job left to systemd (not waited for).
+    fn queue_stop(&self, unit: &str) -> impl Future<Output = Result<()>> + Send;
     /// KillUnit (all processes).
     fn kill_unit(&self, unit: &str, signal: i32) -> impl Future<Output = Result<()>> + Send;
     /// KillUnit (the main process only).
@@ -72,6 +74,9 @@ impl SystemdClient for Systemd {
     }
     fn stop_unit(&self, unit: &str, timeout: Duration) -> impl Future<Output = Result<()>> + Send {
         Systemd::stop_unit(self, unit, timeout)
+    }
+    fn queue_stop(&self, unit: &str) -> impl Future<Output = Result<()>> + Send {
+        Systemd::queue_stop(self, unit)
     }
     fn kill_unit(&self, unit: &str, signal: i32) -> impl Future<Output = Result<()>> + Send {
         Systemd::kill_unit(self, unit, signal)

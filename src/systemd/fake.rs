@@ -116,6 +116,13 @@ impl SystemdClient for Arc<FakeSystemd> {
             r
         }
     }
+    fn queue_stop(&self, unit: &str) -> impl Future<Output = Result<()>> + Send {
+        let r = self.call(format!("stop {unit}"));
+        if r.is_ok() {
+            self.units.lock().unwrap().remove(unit);
+        }
+        std::future::ready(r)
+    }
     fn kill_unit(&self, unit: &str, signal: i32) -> impl Future<Output = Result<()>> + Send {
         std::future::ready(self.call(format!("kill {unit} {signal}")))
     }

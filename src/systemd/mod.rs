@@ -303,6 +303,20 @@ impl Systemd {
         self.wait_job(unit, "stop", &job, timeout).await
     }
 
+    /// Stop a unit without waiting for its job: systemd finishes it. A
+    /// unit that does not exist is already stopped.
+    pub async fn queue_stop(&self, unit: &str) -> Result<()> {
+        match self
+            .manager
+            .stop_unit(unit.to_owned(), "replace".into())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_no_such_unit(&e) => Ok(()),
+            Err(e) => Err(bus_err(&format!("StopUnit {unit}"), e)),
+        }
+    }
+
     pub async fn kill_unit(&self, unit: &str, signal: i32) -> Result<()> {
         self.kill(unit, "all", signal).await
     }

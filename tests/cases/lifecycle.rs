@@ -45,16 +45,15 @@ async fn lifecycle_create_start_stop_remove() {
     assert_eq!(sh(&format!("systemctl is-active {unit}")).trim(), "active");
     let pid = st.init_pid;
     assert!(pid > 1);
-    // The init is the scope's one process, in podscope.slice.
+    // The init is the scope's one process, in the pod's own slice under
+    // podscope.slice (no cgroup parent was given).
+    let slice = format!("podscope-{id}.slice");
     let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     assert!(
-        cgroup.contains(&format!("/podscope.slice/{unit}")),
+        cgroup.contains(&format!("/podscope.slice/{slice}/{unit}")),
         "{cgroup}"
     );
-    assert_eq!(
-        sh(&format!("systemctl show -P Slice {unit}")).trim(),
-        "podscope.slice"
-    );
+    assert_eq!(sh(&format!("systemctl show -P Slice {unit}")).trim(), slice);
     assert_eq!(
         sh(&format!("systemctl show -P Delegate {unit}")).trim(),
         "yes"

@@ -675,7 +675,7 @@ async fn network(m: &Client, t: &mut Table) {
             "PLUGIN_US",
         ),
         (
-            "Stop: netns unit stop p50 (alongside DEL)",
+            "Stop: unpin + the netns unit's stop queued p50 (after DEL)",
             event::STOPPED,
             "NETNS_US",
         ),
