@@ -55,6 +55,10 @@ enum Op {
     Unpin {
         target: CString,
     },
+    /// Remove an empty directory (a cgroup); no such directory is fine.
+    Rmdir {
+        path: CString,
+    },
     Open {
         path: CString,
         flags: libc::c_int,
@@ -208,6 +212,15 @@ impl HostNs {
             .map_err(|e| Error::io(format!("unpin {}", target.display()), e))
     }
 
+    /// Remove the empty directory `dir` (a cgroup); gone already is fine.
+    pub async fn remove_dir(&self, dir: &Path) -> Result<()> {
+        let op = Op::Rmdir { path: cpath(dir)? };
+        self.run(vec![op])
+            .await
+            .map(drop)
+            .map_err(|e| Error::io(format!("remove {}", dir.display()), e))
+    }
+
     /// Open `path` as the host sees it.
     pub async fn open(
         &self,
@@ -354,6 +367,12 @@ fn do_op(op: &Op) -> std::result::Result<Option<RawFd>, i32> {
                     return Err(errno());
                 }
                 if libc::unlink(target.as_ptr()) != 0 && errno() != libc::ENOENT {
+                    return Err(errno());
+                }
+                Ok(None)
+            }
+            Op::Rmdir { path } => {
+                if libc::rmdir(path.as_ptr()) != 0 && errno() != libc::ENOENT {
                     return Err(errno());
                 }
                 Ok(None)

@@ -15,6 +15,7 @@
 
 mod create;
 mod exec;
+pub mod hugetlb;
 pub mod logs;
 pub mod oom;
 mod reconcile;
@@ -142,6 +143,7 @@ pub struct Containers<S: SystemdClient + Clone = Systemd> {
     /// Pods' /dev/shm mounts are made one at a time.
     shm_lock: tokio::sync::Mutex<()>,
     oom_layout: oom::Layout,
+    hugetlb_layout: hugetlb::Layout,
     recovery: Mutex<RecoveryReport>,
     /// Where processes are looked at (`/proc`; a test's directory).
     proc_root: PathBuf,
@@ -172,6 +174,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             wakers: Mutex::new(HashMap::new()),
             shm_lock: tokio::sync::Mutex::new(()),
             oom_layout: oom::layout(),
+            hugetlb_layout: hugetlb::layout(),
             recovery: Mutex::new(RecoveryReport::default()),
             proc_root: PathBuf::from("/proc"),
             host_caps: std::fs::read_to_string("/proc/1/status")

@@ -23,6 +23,11 @@ impl<S: SystemdClient + Clone> Containers<S> {
             .await
             .with_context(ctx)?;
         self.systemd.reset_failed(&unit).await.with_context(ctx)?;
+        if !c.resources.hugepage_limits.is_empty() {
+            hugetlb::remove(&self.hostns, &self.hugetlb_layout, &c.cgroup_path())
+                .await
+                .with_context(ctx)?;
+        }
         failpoint::hit(failpoint::CTR_REMOVE_UNIT_GONE);
         // A created container has readers only if a start failed half way.
         if let Some(live) = self.live.lock().unwrap().remove(&c.id) {

@@ -21,6 +21,8 @@ const CONSOLE_TIMEOUT: Duration = Duration::from_secs(10);
 struct Started {
     unit: bool,
     rootfs: bool,
+    /// A v1 hugetlb cgroup may have been made for it.
+    hugetlb: bool,
     held: bool,
     live: Option<Live>,
     steps: [u64; 8],
@@ -76,6 +78,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                         Started {
                             unit: true,
                             rootfs: true,
+                            hugetlb: !c.resources.hugepage_limits.is_empty(),
                             held: true,
                             live: None,
                             steps: [0; 8],
@@ -344,6 +347,26 @@ impl<S: SystemdClient + Clone> Containers<S> {
             )));
         }
 
+        // The unit's main process is the container's, created and waiting
+        // for the start.
+        let status = self
+            .systemd
+            .service_status(&unit)
+            .await
+            .map_err(|e| e.context(ctx("read the unit")))?;
+        step(st, 7);
+        if !c.resources.hugepage_limits.is_empty() {
+            st.hugetlb = true;
+            hugetlb::apply(
+                &self.hostns,
+                &self.hugetlb_layout,
+                &c.cgroup_path(),
+                &c.resources.hugepage_limits,
+                &[status.as_ref().map_or(0, |s| s.main_pid)],
+                &ctx("limits"),
+            )
+            .await?;
+        }
         runtime::start(
             handler,
             &runtime_log,
@@ -353,12 +376,6 @@ impl<S: SystemdClient + Clone> Containers<S> {
         .await
         .map_err(|e| e.context(ctx(&format!("runtime {handler_name}"))))?;
         step(st, 6);
-        let status = self
-            .systemd
-            .service_status(&unit)
-            .await
-            .map_err(|e| e.context(ctx("read the unit")))?;
-        step(st, 7);
         let mut next = c.clone();
         next.state = ContainerState::Running;
         next.started_at = status
@@ -376,6 +393,13 @@ impl<S: SystemdClient + Clone> Containers<S> {
         let unit = c.unit();
         if st.unit {
             if let Err(e) = self.force_stop(&unit).await {
+                warn!(container_id = %c.id, "container {}: cleaning up after a failed start: {e}", c.id);
+            }
+        }
+        if st.hugetlb {
+            if let Err(e) =
+                hugetlb::remove(&self.hostns, &self.hugetlb_layout, &c.cgroup_path()).await
+            {
                 warn!(container_id = %c.id, "container {}: cleaning up after a failed start: {e}", c.id);
             }
         }

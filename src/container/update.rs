@@ -1,5 +1,6 @@
 //! UpdateContainerResources: new limits as unit properties
-//! (SetUnitProperties), so `systemctl show` tells the truth, and recorded.
+//! (SetUnitProperties), so `systemctl show` tells the truth, hugepage
+//! limits in the cgroup (`hugetlb`), and recorded.
 
 use super::*;
 use crate::domain::container::ContainerResources;
@@ -47,6 +48,21 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 .set_properties(&unit, props)
                 .await
                 .with_context(|| format!("container {}: update resources of {unit}", c.id))?;
+            let hugepages =
+                hugetlb::update(&c.resources.hugepage_limits, &resources.hugepage_limits);
+            if !hugepages.is_empty() {
+                hugetlb::apply(
+                    &self.hostns,
+                    &self.hugetlb_layout,
+                    &c.cgroup_path(),
+                    &hugepages,
+                    // Moved in, should the container have had no limit
+                    // (and no hugetlb cgroup) before.
+                    &hugetlb::unit_pids(&c.cgroup_path()),
+                    &format!("container {}: update resources", c.id),
+                )
+                .await?;
+            }
         }
         let mut next = c.clone();
         next.resources = resources;

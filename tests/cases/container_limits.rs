@@ -178,3 +178,101 @@ async fn update_container_resources_moves_memory_max_and_removing_the_limit_rese
     );
     m.remove(&pod).await.unwrap();
 }
+
+/// The hugepage limit the kernel enforces on a container (cgroup v1's
+/// hugetlb hierarchy, where these machines have it, or v2's unit cgroup),
+/// and whether `pid` is in that cgroup.
+fn kernel_hugepage_limit(cgroup: &str, size: &str) -> Option<String> {
+    let v1 = format!("/sys/fs/cgroup/hugetlb{cgroup}/hugetlb.{size}.limit_in_bytes");
+    let v2 = format!("/sys/fs/cgroup{cgroup}/hugetlb.{size}.max");
+    std::fs::read_to_string(&v1)
+        .or_else(|_| std::fs::read_to_string(&v2))
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+fn hugetlb_cgroup_of(pid: u32) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    text.lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
+            (ctl.split(',').any(|c| c == "hugetlb") || ctl.is_empty()).then(|| path.to_owned())
+        })
+        .unwrap_or_default()
+}
+
+async fn hugepage_limits_are_enforced_updated_and_removed(handler: &str) {
+    use podscope::api::container::HugepageLimit;
+    let _cleanup = Cleanup::new();
+    let (m, _c) = manager().await;
+    pull_busybox(&m).await;
+    let (pod, _) = log_pod(&m, "ctr-hugetlb", handler).await;
+    let limit = |size: &str, bytes: u64| HugepageLimit {
+        page_size: size.into(),
+        limit: bytes,
+    };
+    let o = ContainerOptions {
+        resources: Resources {
+            hugepage_limits: vec![limit("2MB", 4 << 20)],
+            ..Default::default()
+        },
+        ..sh_cmd("trap 'exit 0' TERM; sleep 1000 & wait")
+    };
+    let id = run(&m, &pod, "huge", o).await;
+    let s = m.container_status(&id).await.unwrap();
+    assert_eq!(
+        kernel_hugepage_limit(&s.cgroup, "2MB").as_deref(),
+        Some("4194304")
+    );
+    // The container's process and the child it started are inside.
+    assert_eq!(hugetlb_cgroup_of(s.main_pid), s.cgroup);
+    let child =
+        std::fs::read_to_string(format!("/proc/{}/task/{}/children", s.main_pid, s.main_pid))
+            .unwrap();
+    let child: u32 = child.split_whitespace().next().unwrap().parse().unwrap();
+    assert_eq!(hugetlb_cgroup_of(child), s.cgroup);
+
+    // Updated: 2MB raised, 1GB limited too; then 2MB alone, 1GB lifted.
+    let more = Resources {
+        hugepage_limits: vec![limit("2MB", 8 << 20), limit("1GB", 0)],
+        ..Default::default()
+    };
+    m.update_container_resources(&id, &more).await.unwrap();
+    assert_eq!(
+        kernel_hugepage_limit(&s.cgroup, "2MB").as_deref(),
+        Some("8388608")
+    );
+    assert_eq!(
+        kernel_hugepage_limit(&s.cgroup, "1GB").as_deref(),
+        Some("0")
+    );
+    m.update_container_resources(
+        &id,
+        &Resources {
+            hugepage_limits: vec![limit("2MB", 8 << 20)],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let gb = kernel_hugepage_limit(&s.cgroup, "1GB").unwrap();
+    assert!(unlimited(&gb), "1GB pages are still limited: {gb}");
+
+    // Removed with the container: no hugetlb cgroup is left behind.
+    m.stop_container(&id, 10).await.unwrap();
+    m.remove_container(&id).await.unwrap();
+    assert_eq!(kernel_hugepage_limit(&s.cgroup, "2MB"), None);
+    assert!(!std::path::Path::new(&format!("/sys/fs/cgroup/hugetlb{}", s.cgroup)).exists());
+    m.remove(&pod).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hugepage_limits_are_enforced_updated_and_removed_crun() {
+    hugepage_limits_are_enforced_updated_and_removed("crun").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hugepage_limits_are_enforced_updated_and_removed_runc() {
+    hugepage_limits_are_enforced_updated_and_removed("runc").await;
+}
