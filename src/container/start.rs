@@ -25,7 +25,9 @@ struct Started {
     hugetlb: bool,
     held: bool,
     live: Option<Live>,
-    steps: [u64; 8],
+    /// µs of: the log file, the pipes, the pod's /dev/shm + the root +
+    /// the OOM watch (alongside), the unit, its status, the runtime's start.
+    steps: [u64; 6],
 }
 
 impl<S: SystemdClient + Clone> Containers<S> {
@@ -81,7 +83,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                             hugetlb: !c.resources.hugepage_limits.is_empty(),
                             held: true,
                             live: None,
-                            steps: [0; 8],
+                            steps: [0; 6],
                         },
                         &e,
                     )
@@ -89,8 +91,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                     return Err(e);
                 }
                 failpoint::hit(failpoint::CTR_START_DONE);
-                let [log_us, pipes_us, shm_us, rootfs_us, oom_us, unit_us, start_us, status_us] =
-                    started.steps;
+                let [log_us, pipes_us, prepare_us, unit_us, status_us, start_us] = started.steps;
                 info!(
                     event = crate::logging::event::CONTAINER_STARTED,
                     container_id = %c.id,
@@ -99,12 +100,10 @@ impl<S: SystemdClient + Clone> Containers<S> {
                     main_pid = entry.with(|c| c.main_pid),
                     log_us,
                     pipes_us,
-                    shm_us,
-                    rootfs_us,
-                    oom_us,
+                    prepare_us,
                     unit_us,
-                    start_us,
                     status_us,
+                    start_us,
                     elapsed_us = t0.elapsed().as_micros() as u64,
                     "container {} ({}) started in {} µs",
                     c.id,
@@ -231,12 +230,9 @@ impl<S: SystemdClient + Clone> Containers<S> {
         step(st, 1);
         failpoint::hit(failpoint::CTR_START_LOGS_READY);
 
-        if !pod_view(&self.settings, sb).host_ipc {
-            self.ensure_pod_shm(sb)
-                .await
-                .map_err(|e| e.context(ctx("the pod's /dev/shm")))?;
-        }
-        step(st, 2);
+        // The pod's /dev/shm, the root and the OOM watch are independent
+        // (each a child in the host's namespace): made alongside.
+        let host_ipc = pod_view(&self.settings, sb).host_ipc;
         let dirs = rootfs::Dirs::of(&self.bundle(&c.id));
         let layers: Vec<crate::image::reference::Digest> = c
             .layers
@@ -247,18 +243,39 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 Error::internal(format!("{}: a layer id in the record: {e}", ctx("root")))
             })?;
         st.rootfs = true;
-        rootfs::mount(&self.hostns, &self.images.store, &layers, &dirs)
-            .await
-            .map_err(|e| e.context(ctx("mount the root")))?;
-        step(st, 3);
+        let cgroup_path = c.cgroup_path();
+        let (shm, root, oom) = tokio::join!(
+            async {
+                if host_ipc {
+                    Ok(())
+                } else {
+                    self.ensure_pod_shm(sb).await
+                }
+            },
+            rootfs::mount(&self.hostns, &self.images.store, &layers, &dirs),
+            oom::watch(&self.hostns, self.oom_layout, &cgroup_path),
+        );
+        step(st, 2);
+        let failed = match (shm, root) {
+            (Err(e), _) => Some(e.context(ctx("the pod's /dev/shm"))),
+            (_, Err(e)) => Some(e.context(ctx("mount the root"))),
+            _ => None,
+        };
+        if let Some(e) = failed {
+            // The watch (ended as it drops) made the unit's memory cgroup,
+            // for a unit that will not be started now.
+            drop(oom);
+            if let Some(dir) = oom::memory_dir(self.oom_layout, &cgroup_path) {
+                let _ = self.hostns.remove_dir(&dir).await;
+            }
+            return Err(e);
+        }
         failpoint::hit(failpoint::CTR_START_ROOTFS_MOUNTED);
-
-        match oom::watch(&self.hostns, self.oom_layout, &c.cgroup_path()).await {
+        match oom {
             Ok(w) => st.live.as_mut().expect("set above").oom = w,
             Err(e) => warn!(container_id = %c.id, "container {}: no OOM watch: {e}", c.id),
         }
 
-        step(st, 4);
         let console = if c.config.tty {
             let path = run_dir.join("console.sock");
             let _ = std::fs::remove_file(&path);
@@ -321,7 +338,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 )
             });
         }
-        step(st, 5);
+        step(st, 3);
         failpoint::hit(failpoint::CTR_START_UNIT_STARTED);
 
         if let Some(task) = console_task {
@@ -354,7 +371,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             .service_status(&unit)
             .await
             .map_err(|e| e.context(ctx("read the unit")))?;
-        step(st, 7);
+        step(st, 4);
         if !c.resources.hugepage_limits.is_empty() {
             st.hugetlb = true;
             hugetlb::apply(
@@ -375,7 +392,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
         )
         .await
         .map_err(|e| e.context(ctx(&format!("runtime {handler_name}"))))?;
-        step(st, 6);
+        step(st, 5);
         let mut next = c.clone();
         next.state = ContainerState::Running;
         next.started_at = status

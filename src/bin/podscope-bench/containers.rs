@@ -698,12 +698,10 @@ fn steps_p50(entries: &[serde_json::Value]) -> String {
     const ORDER: &[&str] = &[
         "LOG_US",
         "PIPES_US",
-        "SHM_US",
-        "ROOTFS_US",
-        "OOM_US",
+        "PREPARE_US",
         "UNIT_US",
-        "START_US",
         "STATUS_US",
+        "START_US",
     ];
     let mut names: Vec<String> = entries
         .iter()
