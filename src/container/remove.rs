@@ -32,6 +32,16 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 warn!(container_id = %c.id, "{}: its hugetlb cgroup: {e}", ctx());
             }
         }
+        if c.started_at == 0 {
+            // Never started (or its start failed): the OOM watch may have
+            // made the unit's memory cgroup for a unit systemd never had,
+            // so systemd will not remove it.
+            if let Some(dir) = oom::memory_dir(self.oom_layout, &c.cgroup_path()) {
+                if let Err(e) = self.hostns.remove_dir(&dir).await {
+                    warn!(container_id = %c.id, "{}: its memory cgroup: {e}", ctx());
+                }
+            }
+        }
         failpoint::hit(failpoint::CTR_REMOVE_UNIT_GONE);
         // A created container has readers only if a start failed half way.
         if let Some(live) = self.live.lock().unwrap().remove(&c.id) {

@@ -161,6 +161,10 @@ const IMAGE_STORE: &str = "/var/lib/podscope/images";
 pub async fn run_containers(daemon: &Path, image: &str) -> Report {
     let mut report = Report::default();
     let guard = Setup::install(daemon);
+    // The store is left as it was found: the image goes at the end unless
+    // it was there before (make bench's images section wants it empty).
+    std::fs::write(ARM_FILE, "").unwrap();
+    let had_image = restart_armed().await.image_status(image).await.is_ok();
     for &name in failpoint::CONTAINERS {
         std::fs::write(ARM_FILE, "").unwrap();
         let m = restart_armed().await;
@@ -206,9 +210,28 @@ pub async fn run_containers(daemon: &Path, image: &str) -> Report {
             pod_id: Some(pod.clone()),
             ..Default::default()
         };
-        for c in m.list_containers(&filter).await.unwrap_or_default() {
+        let before = m.list_containers(&filter).await.unwrap_or_default();
+        // Every container the pod had, those removed here included.
+        let mut ids: Vec<String> = before.iter().map(|c| c.id.clone()).collect();
+        for c in before {
             use podscope::domain::container::ContainerState as S;
             let again = match (op, c.state) {
+                // A start cut short after its OOM watch made the unit's
+                // memory cgroup, then removed instead: that cgroup must go
+                // too (systemd never had the unit).
+                ("ctr-start", S::Created) if name == failpoint::CTR_START_ROOTFS_MOUNTED => {
+                    let removed = m.remove_container(&c.id).await;
+                    // Before the pod goes: its slice's removal would trim
+                    // the cgroup with it.
+                    let left = cgroups_of(&c.id);
+                    if !left.is_empty() {
+                        report.leaks.push(format!(
+                            "{name}: container {} removed, its cgroups left: {left}",
+                            c.id
+                        ));
+                    }
+                    removed
+                }
                 ("ctr-start", S::Created) => m.start_container(&c.id).await,
                 ("ctr-stop", S::Running) => m.stop_container(&c.id, 10).await,
                 ("ctr-remove", _) => m.remove_container(&c.id).await,
@@ -220,16 +243,18 @@ pub async fn run_containers(daemon: &Path, image: &str) -> Report {
                     .push(format!("{name}: {op} of {} again failed: {e}", c.id));
             }
         }
-        let ids: Vec<String> = m
-            .list_containers(&filter)
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .map(|c| c.id)
-            .collect();
+        for c in m.list_containers(&filter).await.unwrap_or_default() {
+            if !ids.contains(&c.id) {
+                ids.push(c.id);
+            }
+        }
         m.remove(&pod).await.unwrap();
         let mut found = container_leftovers(&m).await;
         for id in &ids {
+            let cgroups = cgroups_of(id);
+            if !cgroups.is_empty() {
+                found.push(format!("container {id} left cgroups: {cgroups}"));
+            }
             if !Path::new(&format!("/var/lib/podscope/containers/{id}")).exists()
                 && sh(&format!(
                     "systemctl list-units --all --plain --no-legend 'podscope-ctr-{id}.service'"
@@ -249,8 +274,20 @@ pub async fn run_containers(daemon: &Path, image: &str) -> Report {
                 .map(|l| format!("{name}, after Remove: {l}")),
         );
     }
+    if !had_image {
+        forget_image(&connect().await, image).await;
+    }
     drop(guard);
     report
+}
+
+/// The cgroup directories of container `id`'s unit, in any hierarchy.
+fn cgroups_of(id: &str) -> String {
+    sh(&format!(
+        "find /sys/fs/cgroup -maxdepth 6 -type d -name 'podscope-ctr-{id}.service'"
+    ))
+    .trim()
+    .to_owned()
 }
 
 fn host_options() -> CreateOptions {
