@@ -28,6 +28,10 @@ pub const MAX_RECORD: usize = 16 * 1024;
 /// container may write while nobody reads before its writes block.
 pub const PIPE_SIZE: i32 = 1024 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
+/// A reader's first buffer. It grows to READ_CHUNK at the first read that
+/// fills it: a container that writes little keeps a few KiB in the daemon,
+/// not the 64 KiB (stdout and stderr each) a busy one needs.
+const READ_START: usize = 4 * 1024;
 /// The last stderr bytes kept for error messages.
 const TAIL: usize = 4096;
 
@@ -260,8 +264,8 @@ pub async fn read_stream(
         }
     };
     let mut framer = Framer::new(stream);
-    let mut buf = vec![0u8; READ_CHUNK];
-    let mut out = Vec::with_capacity(READ_CHUNK + READ_CHUNK / 2);
+    let mut buf = vec![0u8; READ_START];
+    let mut out = Vec::new();
     loop {
         let state = *end.borrow();
         if state != End::Running {
@@ -318,7 +322,7 @@ fn write_out(log: &LogFile, out: &[u8], stream: Stream) {
 /// container cannot hold the task forever); true at end of file.
 fn drain_some(
     afd: &AsyncFd<OwnedFd>,
-    buf: &mut [u8],
+    buf: &mut Vec<u8>,
     framer: &mut Framer,
     log: &LogFile,
     out: &mut Vec<u8>,
@@ -334,6 +338,7 @@ fn drain_some(
                     log.keep_tail(&buf[..n]);
                 }
                 write_out(log, out, framer.stream);
+                grow(buf, n);
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -346,7 +351,7 @@ fn drain_some(
 /// Read until the pipe is empty (or closed); true at end of file.
 fn drain(
     afd: &AsyncFd<OwnedFd>,
-    buf: &mut [u8],
+    buf: &mut Vec<u8>,
     framer: &mut Framer,
     log: &LogFile,
     out: &mut Vec<u8>,
@@ -362,10 +367,18 @@ fn drain(
                     log.keep_tail(&buf[..n]);
                 }
                 write_out(log, out, framer.stream);
+                grow(buf, n);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return false,
         }
+    }
+}
+
+/// A read that filled the buffer: more is coming, read it in big chunks.
+fn grow(buf: &mut Vec<u8>, n: usize) {
+    if n == buf.len() && buf.len() < READ_CHUNK {
+        buf.resize(READ_CHUNK, 0);
     }
 }
 
@@ -384,6 +397,17 @@ mod tests {
     use super::*;
 
     const TS: &str = "2026-11-25T00:00:00.000000001Z";
+
+    #[test]
+    fn a_reader_keeps_a_small_buffer_until_a_read_fills_it() {
+        let mut buf = vec![0u8; READ_START];
+        grow(&mut buf, 100);
+        assert_eq!(buf.len(), READ_START);
+        grow(&mut buf, READ_START);
+        assert_eq!(buf.len(), READ_CHUNK);
+        grow(&mut buf, READ_CHUNK);
+        assert_eq!(buf.len(), READ_CHUNK, "never past READ_CHUNK");
+    }
 
     fn feed_all(chunks: &[&[u8]], finish: bool) -> String {
         let mut f = Framer::new(Stream::Stdout);
