@@ -30,9 +30,11 @@ use std::path::Path;
 /// PID 1's mount namespace.
 const HOST_MNT_NS: &str = "/proc/1/ns/mnt";
 
-/// The host's mount namespace, held open.
+/// The host's mount namespace, held open; clones share the descriptor
+/// (the pods' and the containers' side use one).
+#[derive(Clone)]
 pub struct HostNs {
-    mntns: Option<OwnedFd>,
+    mntns: Option<std::sync::Arc<OwnedFd>>,
 }
 
 /// One system call for the child, its strings made beforehand.
@@ -119,7 +121,7 @@ impl HostNs {
             )
         })?;
         Ok(HostNs {
-            mntns: Some(f.into()),
+            mntns: Some(std::sync::Arc::new(f.into())),
         })
     }
 
@@ -603,7 +605,7 @@ mod tests {
         let t = crate::store::tests::TempDir::new();
         let own = std::fs::File::open("/proc/self/ns/mnt").unwrap();
         let h = HostNs {
-            mntns: Some(own.into()),
+            mntns: Some(std::sync::Arc::new(own.into())),
         };
         // The unit tests run as root (make check): joining a mount
         // namespace needs CAP_SYS_ADMIN and CAP_SYS_CHROOT.

@@ -396,11 +396,11 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
         systemd,
         pods.clone(),
         images.clone(),
-        hostns,
+        hostns.clone(),
         event_tx,
     )?);
     pods.set_members(containers.clone());
-    pods.set_hostns(crate::hostns::HostNs::connect()?);
+    pods.set_hostns(hostns);
     pods.recover().await?;
     containers.recover().await?;
 

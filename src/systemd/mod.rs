@@ -291,28 +291,27 @@ impl Systemd {
     /// Stop a unit and wait for it to be down. A unit that does not exist is
     /// already stopped.
     pub async fn stop_unit(&self, unit: &str, timeout: Duration) -> Result<()> {
-        let job = match self
-            .manager
-            .stop_unit(unit.to_owned(), "replace".into())
-            .await
-        {
-            Ok(job) => job,
-            Err(e) if is_no_such_unit(&e) => return Ok(()),
-            Err(e) => return Err(bus_err(&format!("StopUnit {unit}"), e)),
-        };
-        self.wait_job(unit, "stop", &job, timeout).await
+        match self.enqueue_stop(unit).await? {
+            Some(job) => self.wait_job(unit, "stop", &job, timeout).await,
+            None => Ok(()),
+        }
     }
 
     /// Stop a unit without waiting for its job: systemd finishes it. A
     /// unit that does not exist is already stopped.
     pub async fn queue_stop(&self, unit: &str) -> Result<()> {
+        self.enqueue_stop(unit).await.map(drop)
+    }
+
+    /// StopUnit: its job, or None for a unit systemd does not know.
+    async fn enqueue_stop(&self, unit: &str) -> Result<Option<OwnedObjectPath>> {
         match self
             .manager
             .stop_unit(unit.to_owned(), "replace".into())
             .await
         {
-            Ok(_) => Ok(()),
-            Err(e) if is_no_such_unit(&e) => Ok(()),
+            Ok(job) => Ok(Some(job)),
+            Err(e) if is_no_such_unit(&e) => Ok(None),
             Err(e) => Err(bus_err(&format!("StopUnit {unit}"), e)),
         }
     }

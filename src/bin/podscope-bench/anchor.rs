@@ -342,6 +342,40 @@ pub fn critest_benchmarks(target: &Target, tools: &Tools, t: &mut Table, f: &mut
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// RunPodSandbox of `config` on `target`'s runtime handler: its id.
+pub async fn run_pod(
+    rt: &mut RuntimeServiceClient<Channel>,
+    target: &Target,
+    config: &cri::PodSandboxConfig,
+) -> String {
+    let name = config.metadata.as_ref().map_or("", |m| m.name.as_str());
+    rt.run_pod_sandbox(cri::RunPodSandboxRequest {
+        config: Some(config.clone()),
+        runtime_handler: target.runtime_handler.clone(),
+    })
+    .await
+    .unwrap_or_else(|e| panic!("RunPodSandbox {name}: {e}"))
+    .into_inner()
+    .pod_sandbox_id
+}
+
+/// ContainerStatus, verbose: its `info` document (podscope's names the
+/// unit and its cgroup).
+pub async fn verbose_info(rt: &mut RuntimeServiceClient<Channel>, id: &str) -> serde_json::Value {
+    let st = rt
+        .container_status(cri::ContainerStatusRequest {
+            container_id: id.to_owned(),
+            verbose: true,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("ContainerStatus {id}: {e}"))
+        .into_inner();
+    st.info
+        .get("info")
+        .and_then(|i| serde_json::from_str(i).ok())
+        .unwrap_or_default()
+}
+
 pub fn pod_config(target: &Target, name: &str) -> cri::PodSandboxConfig {
     cri::PodSandboxConfig {
         metadata: Some(cri::PodSandboxMetadata {
@@ -383,15 +417,7 @@ pub async fn pod_with_containers(
     n: usize,
 ) -> (String, Vec<String>) {
     let config = pod_config(target, name);
-    let pod = rt
-        .run_pod_sandbox(cri::RunPodSandboxRequest {
-            config: Some(config.clone()),
-            runtime_handler: target.runtime_handler.clone(),
-        })
-        .await
-        .unwrap_or_else(|e| panic!("RunPodSandbox {name}: {e}"))
-        .into_inner()
-        .pod_sandbox_id;
+    let pod = run_pod(rt, target, &config).await;
     let mut ids = Vec::with_capacity(n);
     for i in 0..n {
         ids.push(run_container(rt, &pod, &config, container_config(&format!("c{i}"))).await);

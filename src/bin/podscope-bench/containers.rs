@@ -325,15 +325,7 @@ async fn log_throughput(target: &Target, t: &mut Table) -> LogRate {
     let mut rt = anchor::runtime_client(target).await;
     let mut config = anchor::pod_config(target, &format!("logs-{tag}"));
     config.log_directory = dir.display().to_string();
-    let pod = rt
-        .run_pod_sandbox(cri::RunPodSandboxRequest {
-            config: Some(config.clone()),
-            runtime_handler: target.runtime_handler.clone(),
-        })
-        .await
-        .unwrap_or_else(|e| panic!("RunPodSandbox logs-{tag}: {e}"))
-        .into_inner()
-        .pod_sandbox_id;
+    let pod = anchor::run_pod(&mut rt, target, &config).await;
     let mut c = anchor::container_config("yes");
     c.command = vec!["yes".into(), line()];
     c.log_path = "yes/0.log".into();
@@ -525,15 +517,7 @@ async fn per_container(target: &Target, t: &mut Table) -> PerContainer {
     let mut pods = Vec::new();
     for i in 0..pods_n {
         let config = anchor::pod_config(target, &format!("per-container-{h}-{i}"));
-        let id = rt
-            .run_pod_sandbox(cri::RunPodSandboxRequest {
-                config: Some(config.clone()),
-                runtime_handler: h.clone(),
-            })
-            .await
-            .unwrap_or_else(|e| panic!("RunPodSandbox: {e}"))
-            .into_inner()
-            .pod_sandbox_id;
+        let id = anchor::run_pod(&mut rt, target, &config).await;
         pods.push((id, config));
     }
     let settle = Duration::from_millis(500);
@@ -656,19 +640,7 @@ async fn start_breakdown(
             .collect();
     let mut create = Vec::new();
     for c in ctrs {
-        let st = rt
-            .container_status(cri::ContainerStatusRequest {
-                container_id: c.clone(),
-                verbose: true,
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        let info: serde_json::Value = st
-            .info
-            .get("info")
-            .and_then(|i| serde_json::from_str(i).ok())
-            .unwrap_or_default();
+        let info = anchor::verbose_info(rt, c).await;
         if let Some((a, b)) = info["unit"]
             .as_str()
             .and_then(|u| exec_times(u, "ExecStart"))
@@ -819,19 +791,7 @@ async fn exec_breakdown(
     ctr: &str,
     t: &mut Table,
 ) {
-    let st = rt
-        .container_status(cri::ContainerStatusRequest {
-            container_id: ctr.to_owned(),
-            verbose: true,
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let info: serde_json::Value = st
-        .info
-        .get("info")
-        .and_then(|i| serde_json::from_str(i).ok())
-        .unwrap_or_default();
+    let info = anchor::verbose_info(rt, ctr).await;
     let slice = info["cgroup"]
         .as_str()
         .and_then(|c| {
