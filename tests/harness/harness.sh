@@ -10,9 +10,10 @@
 #                                  the same without installing podscope (the
 #                                  package tests install the .deb themselves)
 #
-#   CRICTL=, CRITEST=              Kubernetes' CRI tools, anywhere outside:
-#                                  bound read-only inside at $TOOLS/crictl and
-#                                  $TOOLS/critest, and CMD gets those paths (a
+#   CRICTL=, CRITEST=, KUBELET=    Kubernetes' CRI tools and kubelet, anywhere
+#                                  outside: bound read-only inside at
+#                                  $TOOLS/crictl, $TOOLS/critest and
+#                                  $TOOLS/kubelet, and CMD gets those paths (a
 #                                  checkout under /tmp has them in ../shared,
 #                                  which the harness's private /tmp hides)
 #
@@ -40,7 +41,7 @@ inside() { nsenter -t "$SYSTEMD_PID" -a "$@"; }
 TOOL_ENV=()
 resolve_tools() {
     local var path
-    for var in CRICTL CRITEST; do
+    for var in CRICTL CRITEST KUBELET; do
         [[ -n ${!var:-} ]] || continue
         path=$(readlink -f -- "${!var}") && [[ -f $path && -x $path ]] \
             || fail "$var=${!var} is not an executable file"
@@ -68,10 +69,12 @@ boot() {
     done
     [[ -n $SYSTEMD_PID ]] || fail "systemd did not start within 10 s"
     local state=
-    # Until systemd has its private socket up, systemctl cannot answer at all.
+    # Until systemd has its private socket up, systemctl cannot answer at
+    # all; until it has made /run/systemd/system, it answers "offline"
+    # (no systemd booted) at once.
     for _ in $(seq 180); do
         state=$(timeout 90 nsenter -t "$SYSTEMD_PID" -a systemctl is-system-running --wait 2>/dev/null || true)
-        [[ -n $state ]] && break
+        [[ -n $state && $state != offline ]] && break
         kill -0 "$SYSTEMD_PID" 2>/dev/null || fail "systemd exited during boot"
         sleep 0.5
     done
