@@ -186,6 +186,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             pid_target,
             host_devices,
             devices,
+            oom_score_floor: self.oom_score_floor,
         })
         .map_err(|e| e.context(ctx("OCI spec")))?;
         let json = serde_json::to_vec_pretty(&oci).expect("a spec serialises");

@@ -150,6 +150,43 @@ pub struct Containers<S: SystemdClient + Clone = Systemd> {
     /// The capabilities units get: PID 1's bounding set ("ALL" for a
     /// container means these).
     host_caps: Vec<String>,
+    /// The lowest oom_score_adj a container may be given
+    /// (`spec::oom_score_floor`).
+    oom_score_floor: Option<i32>,
+}
+
+/// What PID 1, whose children the units' processes are, allows them.
+struct NodeProcessLimits {
+    caps: Vec<String>,
+    oom_score_floor: Option<i32>,
+}
+
+impl NodeProcessLimits {
+    fn of_pid1() -> Self {
+        let bounding = std::fs::read_to_string("/proc/1/status")
+            .ok()
+            .and_then(|s| spec::bounding_set(&s));
+        let caps = bounding.map(spec::caps_in_mask).unwrap_or_else(|| {
+            crate::oci::caps::ALL
+                .iter()
+                .map(|c| (*c).to_owned())
+                .collect()
+        });
+        let pid1_adj = std::fs::read_to_string("/proc/1/oom_score_adj")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        let oom_score_floor = bounding.and_then(|b| spec::oom_score_floor(b, pid1_adj));
+        if let Some(floor) = oom_score_floor {
+            info!(
+                "CAP_SYS_RESOURCE is not in the node's bounding set: containers' oom_score_adj is kept at {floor} (PID 1's) or above"
+            );
+        }
+        NodeProcessLimits {
+            caps,
+            oom_score_floor,
+        }
+    }
 }
 
 impl<S: SystemdClient + Clone> Containers<S> {
@@ -161,6 +198,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
         hostns: HostNs,
         events: mpsc::UnboundedSender<Event>,
     ) -> Result<Self> {
+        let node = NodeProcessLimits::of_pid1();
         Ok(Containers {
             store: Store::open(&settings.state_dir)?,
             settings,
@@ -177,16 +215,8 @@ impl<S: SystemdClient + Clone> Containers<S> {
             hugetlb_layout: hugetlb::layout(),
             recovery: Mutex::new(RecoveryReport::default()),
             proc_root: PathBuf::from("/proc"),
-            host_caps: std::fs::read_to_string("/proc/1/status")
-                .ok()
-                .and_then(|s| spec::bounding_set(&s))
-                .map(spec::caps_in_mask)
-                .unwrap_or_else(|| {
-                    crate::oci::caps::ALL
-                        .iter()
-                        .map(|c| (*c).to_owned())
-                        .collect()
-                }),
+            host_caps: node.caps,
+            oom_score_floor: node.oom_score_floor,
         })
     }
 

@@ -64,6 +64,8 @@ pub struct Input<'a> {
     /// Devices CRI asked for: (host device as found, container path,
     /// permissions).
     pub devices: Vec<(LinuxDevice, String, String)>,
+    /// The lowest oom_score_adj the runtime may set (`oom_score_floor`).
+    pub oom_score_floor: Option<i32>,
 }
 
 /// The argv: CRI's command and args merged with the image's Entrypoint and
@@ -159,7 +161,10 @@ pub fn build(input: &Input<'_>) -> Result<Spec> {
             ..Default::default()
         }),
         no_new_privileges: s.no_new_privs,
-        oom_score_adj: (c.resources.oom_score_adj != 0).then_some(c.resources.oom_score_adj as i32),
+        oom_score_adj: (c.resources.oom_score_adj != 0).then(|| {
+            let adj = c.resources.oom_score_adj as i32;
+            input.oom_score_floor.map_or(adj, |floor| adj.max(floor))
+        }),
         ..Default::default()
     };
 
@@ -376,6 +381,19 @@ pub fn bounding_set(status: &str) -> Option<u64> {
         .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
 }
 
+/// The lowest oom_score_adj a container's process may be given, from the
+/// node's bounding set (PID 1's) and PID 1's own score: without
+/// CAP_SYS_RESOURCE no process may lower its score below what it
+/// inherited, and a unit's process inherits PID 1's, so the runtime's
+/// write of a lower one (kubelet asks -997 for a Guaranteed pod's
+/// containers) would fail the container's start. None when the node has
+/// the capability. containerd's `restrict_oom_score_adj`, decided from the
+/// node rather than by a setting.
+pub fn oom_score_floor(bounding: u64, pid1_oom_score_adj: i32) -> Option<i32> {
+    const CAP_SYS_RESOURCE: u32 = 24;
+    (bounding & (1 << CAP_SYS_RESOURCE) == 0).then_some(pid1_oom_score_adj)
+}
+
 /// Whether `build` needs a seccomp profile loaded: the kind asked for, for
 /// an unprivileged container (privileged ones run unconfined).
 pub fn seccomp_kind(config: &ContainerConfig) -> Option<ProfileKind> {
@@ -487,6 +505,7 @@ mod tests {
             pid_target: None,
             host_devices: vec![],
             devices: vec![],
+            oom_score_floor: None,
         }
     }
 
@@ -737,6 +756,29 @@ mod tests {
         assert!(!got.contains(&"CAP_SYS_RESOURCE".to_owned()));
         c.security.privileged = false;
         assert_eq!(capabilities(&c, &host).unwrap().len(), caps::DEFAULT.len());
+    }
+
+    #[test]
+    fn oom_score_is_kept_where_the_node_can_set_it() {
+        // These machines: no CAP_SYS_RESOURCE, PID 1 at 0.
+        let without = bounding_set("CapBnd:\t000001fffeffffff\n").unwrap();
+        let with = bounding_set("CapBnd:\t000001ffffffffff\n").unwrap();
+        assert_eq!(oom_score_floor(without, 0), Some(0));
+        assert_eq!(oom_score_floor(with, 0), None);
+        let (mut c, img, p) = (config(), image(), pod());
+        let adj = |c: &ContainerConfig, floor| {
+            let mut i = input(c, &img, &p);
+            i.oom_score_floor = floor;
+            build(&i).unwrap().process.unwrap().oom_score_adj
+        };
+        // kubelet's Guaranteed and BestEffort scores.
+        c.resources.oom_score_adj = -997;
+        assert_eq!(adj(&c, None), Some(-997));
+        assert_eq!(adj(&c, Some(0)), Some(0));
+        c.resources.oom_score_adj = 1000;
+        assert_eq!(adj(&c, Some(0)), Some(1000));
+        c.resources.oom_score_adj = 0;
+        assert_eq!(adj(&c, Some(0)), None, "0 is inherited, not set");
     }
 
     #[test]
