@@ -402,7 +402,11 @@ impl ContainerStatus {
             exit_code: c.exit.code,
             reason: c.exit.reason.clone(),
             message: c.exit.message.clone(),
-            image: c.config.image.clone(),
+            image: if c.image_name.is_empty() {
+                c.config.image.clone()
+            } else {
+                c.image_name.clone()
+            },
             image_id: c.image_id.clone(),
             image_ref: c.image_ref.clone(),
             labels: c.config.labels.clone(),

@@ -217,6 +217,11 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 .first()
                 .cloned()
                 .unwrap_or_else(|| image.id.to_string()),
+            image_name: image
+                .repo_tags
+                .first()
+                .cloned()
+                .unwrap_or_else(|| config.image.clone()),
             layers: layers.iter().map(|l| l.to_string()).collect(),
             runtime_handler: handler_name.to_owned(),
             slice,

@@ -74,6 +74,7 @@ fn record(state: ContainerState) -> Container {
         exit: Default::default(),
         image_id: "sha256:ab".into(),
         image_ref: "sha256:ab".into(),
+        image_name: "busybox".into(),
         layers: vec![],
         runtime_handler: "crun".into(),
         slice: "podscope-x.slice".into(),

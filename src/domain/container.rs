@@ -620,6 +620,12 @@ pub struct Container {
     /// by (a repo digest when the store has one).
     pub image_id: String,
     pub image_ref: String,
+    /// The image's name as its status shows it: its first repository tag
+    /// when it had one at creation (kubelet creates by image id; its pod
+    /// status shows this name, as containerd gives it), else what the
+    /// config named ("" in checkpoints older than this field).
+    #[serde(default)]
+    pub image_name: String,
     /// The image's layers (chain ids), bottom first: the image store keeps
     /// them while the container exists.
     #[serde(default)]
