@@ -276,3 +276,58 @@ async fn hugepage_limits_are_enforced_updated_and_removed_crun() {
 async fn hugepage_limits_are_enforced_updated_and_removed_runc() {
     hugepage_limits_are_enforced_updated_and_removed("runc").await;
 }
+
+/// kubelet's scores: -997 for a Guaranteed pod's containers, up to 1000
+/// for the others. Where the node cannot lower a score (no
+/// CAP_SYS_RESOURCE in PID 1's bounding set, as on these machines) a
+/// negative one is kept at PID 1's and the container still starts; where
+/// it can, the score is the one asked for.
+async fn oom_scores_kubelet_asks_for_start(handler: &str) {
+    let _cleanup = Cleanup::new();
+    let (m, _c) = manager().await;
+    pull_busybox(&m).await;
+    let (pod, _logs) = log_pod(&m, "ctr-oom-score", handler).await;
+    let status = std::fs::read_to_string("/proc/1/status").unwrap();
+    let bounding = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapBnd:"))
+        .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+        .unwrap();
+    let can_lower = bounding & (1 << 24) != 0;
+    let pid1: i64 = sh("cat /proc/1/oom_score_adj").trim().parse().unwrap();
+    for (name, asked, want) in [
+        (
+            "guaranteed",
+            -997i64,
+            if can_lower { -997 } else { pid1.max(-997) },
+        ),
+        ("burstable", 500, 500),
+    ] {
+        let o = ContainerOptions {
+            resources: Resources {
+                oom_score_adj: asked,
+                ..Default::default()
+            },
+            ..sh_cmd("exec sleep 1000")
+        };
+        let id = run(&m, &pod, name, o).await;
+        let s = m.container_status(&id).await.unwrap();
+        assert_eq!(s.state, ContainerState::Running, "{name}: {s:?}");
+        let got: i64 = sh(&format!("cat /proc/{}/oom_score_adj", s.main_pid))
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(got, want, "{name}: asked {asked}");
+    }
+    m.remove(&pod).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn oom_scores_kubelet_asks_for_start_crun() {
+    oom_scores_kubelet_asks_for_start("crun").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn oom_scores_kubelet_asks_for_start_runc() {
+    oom_scores_kubelet_asks_for_start("runc").await;
+}
