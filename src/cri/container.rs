@@ -309,7 +309,12 @@ pub fn container(s: &ContainerSummary) -> cri::Container {
             image: s.image.clone(),
             ..Default::default()
         }),
-        image_ref: s.image_ref.clone(),
+        // The image's id, as containerd lists it: kubelet's image garbage
+        // collection takes a listed container's image_ref as the id of an
+        // image in use, and removes the images whose id no container
+        // names (ContainerStatus's image_ref, which kubelet shows as
+        // imageID, is the repo digest).
+        image_ref: s.image_id.clone(),
         state: state_of(s.state) as i32,
         created_at: ns(s.created_at),
         labels: s.labels.clone().into_iter().collect(),

@@ -165,6 +165,13 @@ expect "inspect: running" "$(crictl inspect "$ctr" | jq -r .status.state)" CONTA
 expect "its unit, active" "$(systemctl is-active "podscope-ctr-$ctr.service")" active
 expect "its unit's memory limit" "$(systemctl show -P MemoryMax "podscope-ctr-$ctr.service")" 67108864
 expect "crictl ps: listed, by label, in its pod" "$(crictl ps -q --label app=conformance --pod "$pod")" "$ctr"
+# kubelet's image garbage collection keeps the images whose id a listed
+# container names as its imageRef; its pod status shows ContainerStatus's
+# imageRef, a repo digest.
+img_id=$(crictl inspecti -o json "$img" | jq -r .status.id)
+expect "crictl ps: imageRef is the image's id" "$(crictl ps -o json --id "$ctr" | jq -r '.containers[0].imageRef')" "$img_id"
+expect "crictl inspect: imageRef is its repo digest" \
+    "$(crictl inspect "$ctr" | jq -r .status.imageRef)" "$(crictl inspecti -o json "$img" | jq -r '.status.repoDigests[0]')"
 expect "crictl exec -s" "$(crictl exec -s "$ctr" echo hello)" hello
 # crictl 1.29 reports a non-zero status in its message (and exits 1).
 out=$(crictl exec -s "$ctr" sh -c 'exit 3' 2>&1) && fail "crictl exec -s of 'exit 3' succeeded"
