@@ -6,11 +6,13 @@
 #                   integration tests (a kill at every step among them) in a
 #                   private systemd (tests/harness), installing what it needs,
 #                   the packages built, installed, upgraded and purged there,
-#                   then conformance; each suite's time is printed, and
+#                   then conformance and e2e (kubelet); each suite's time is printed, and
 #                   again at the end with the total
 #   make fuzz       the property-based fuzzers, long (FUZZ_CASES=)
 #   make conformance  crictl and critest (CRICTL=, CRITEST=) against the
 #                   installed podscope-cri, in the harness
+#   make e2e        a real kubelet (KUBELET=) runs static pods on podscope,
+#                   in the harness
 #   make demo       a pod created, inspected with systemctl/busctl, stopped, removed
 #   make bench      the performance table
 #   make deb        target/deb/podscope_*.deb (packaging/debian), lintian-checked
@@ -39,9 +41,13 @@ PKGLIBEXEC  := $(LIBEXECDIR)/podscope
 # the harness shows them inside at a fixed path, wherever they are.
 CRICTL      ?= $(abspath ../shared/tools/crictl)
 CRITEST     ?= $(abspath ../shared/tools/critest)
-# A missing crictl or critest fails the target, before anything boots.
+# A real kubelet (1.26, standalone) for make e2e and make bench.
+KUBELET     ?= $(abspath ../shared/tools/kubelet)
+# A missing crictl, critest or kubelet fails the target, before anything boots.
 need_cri_tools = @for t in "$(CRICTL)" "$(CRITEST)"; do test -x "$$t" || { \
 	  echo "$@: $$t not found or not executable (set CRICTL=... CRITEST=...)" >&2; exit 1; }; done
+need_kubelet = @test -x "$(KUBELET)" || { \
+	  echo "$@: $(KUBELET) not found or not executable (set KUBELET=...)" >&2; exit 1; }
 TIMED       := tests/harness/timed.sh
 CARGO       ?= cargo
 RELEASE     := target/release
@@ -57,7 +63,7 @@ MAN1 := man/podscopectl.1
 MAN5 := man/podscope.toml.5
 MAN8 := man/podscoped.8 man/podscope-cri.8
 
-.PHONY: all build install uninstall deps check lint unit fuzz-short fuzz integration packaging conformance demo bench deb rpm clean
+.PHONY: all build install uninstall deps check lint unit fuzz-short fuzz integration packaging conformance e2e demo bench deb rpm clean
 
 all: build
 
@@ -142,7 +148,7 @@ CHECK_TIMES := target/check-times.txt
 check:
 	@mkdir -p target && : > $(CHECK_TIMES)
 	@TIMED_SUMMARY=$(abspath $(CHECK_TIMES)) $(TIMED) total sh -c '$(MAKE) --no-print-directory \
-	  lint unit fuzz-short integration packaging conformance; rc=$$?; \
+	  lint unit fuzz-short integration packaging conformance e2e; rc=$$?; \
 	  echo "make check: time per suite" >&2; cat $(CHECK_TIMES) >&2; exit $$rc'
 
 # crictl and critest against podscope-cri as installed, in the harness: a
@@ -151,6 +157,13 @@ conformance: deps build
 	$(need_cri_tools)
 	CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" $(TIMED) conformance \
 	  tests/harness/harness.sh run tests/conformance/conformance.sh
+
+# A real kubelet, standalone, drives podscope through static pods in the
+# harness (tests/e2e): a missing kubelet fails here, before anything boots.
+e2e: deps build
+	$(need_cri_tools)
+	$(need_kubelet)
+	KUBELET="$(KUBELET)" CRICTL="$(CRICTL)" $(TIMED) e2e tests/e2e/run-e2e.sh
 
 # The packages, built as `make deb` / `make rpm` do, then installed,
 # upgraded under a running pod and purged inside a harness where podscope
@@ -172,8 +185,9 @@ demo: deps build
 # (never installed; the same build the integration tests use).
 bench: deps build
 	$(need_cri_tools)
+	$(need_kubelet)
 	$(CARGO) build --locked --features harness-tests,failpoints --bin podscoped
-	FAILPOINT_DAEMON=$(abspath target/debug/podscoped) CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" \
+	FAILPOINT_DAEMON=$(abspath target/debug/podscoped) CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" KUBELET="$(KUBELET)" \
 	  tests/harness/harness.sh run $(RELEASE)/podscope-bench
 
 # Binary packages, built from packaging/ into target/deb and target/rpm.

@@ -4,7 +4,7 @@
 # /run and /tmp) and execs systemd in it. Every write stays in the tmpfs.
 set -euo pipefail
 : "${REPO:?REPO must name the repository to bind in}"
-: "${HARNESS_TOOLS:?HARNESS_TOOLS must name where CRICTL and CRITEST go inside}"
+: "${HARNESS_TOOLS:?HARNESS_TOOLS must name where CRICTL, CRITEST and KUBELET go inside}"
 R=$(mktemp -d /run/podscope-harness.XXXXXX)
 mount -t tmpfs -o mode=755 tmpfs "$R"
 mkdir -p "$R/upper" "$R/work" "$R/root"
@@ -31,10 +31,10 @@ mkdir -p "$N$REPO" && mount --bind "$REPO" "$N$REPO"
 # their reach).
 d=$REPO
 while d=${d%/*}; [[ -n $d ]]; do chmod o+x "$N$d" || true; done
-# The CRI tools harness.sh was given (CRICTL=, CRITEST=, resolved), wherever
+# The tools harness.sh was given (CRICTL=, CRITEST=, KUBELET=, resolved), wherever
 # they are (under /tmp, hidden by the private /tmp above): read-only at a
 # fixed path, which harness.sh gives the command.
-for var in CRICTL CRITEST; do
+for var in CRICTL CRITEST KUBELET; do
     [[ -n ${!var:-} ]] || continue
     dest=$N$HARNESS_TOOLS/${var,,}
     mkdir -p "${dest%/*}" && touch "$dest"

@@ -1,0 +1,34 @@
+#!/bin/bash
+# make e2e: build the kubelet end-to-end test (tests/e2e/main.rs) and run it
+# inside the systemd harness, podscope installed as for the integration
+# tests; kubelet's and podscoped's journals are printed when it fails.
+#
+#   KUBELET   the kubelet (`make e2e` passes the Makefile's); CRICTL too
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+cd "$REPO"
+if [[ ${1:-} == inside ]]; then
+    # In the harness: the test, then kubelet stopped whatever happened.
+    shift
+    set +e
+    RUST_BACKTRACE=0 "$@"
+    rc=$?
+    set -e
+    if [[ $rc -ne 0 ]]; then
+        echo "run-e2e: the test failed ($rc); kubelet's journal:" >&2
+        journalctl -u kubelet --no-pager -n 80 >&2 || true
+    fi
+    "$HERE/kubelet.sh" stop || rc=1
+    exit "$rc"
+fi
+for var in KUBELET CRICTL; do
+    [[ -n ${!var:-} && -x ${!var} ]] \
+        || { echo "run-e2e: $var='${!var:-}' is not an executable file (set KUBELET= and CRICTL=)" >&2; exit 1; }
+done
+# The integration tests' features: the library they built is reused.
+out=$(cargo test --locked --features harness-tests,failpoints --test e2e --no-run --message-format=json) \
+    || { echo "run-e2e: building the e2e test failed" >&2; exit 1; }
+BIN=$(jq -r 'select(.reason == "compiler-artifact" and .target.name == "e2e" and .executable != null) | .executable' <<<"$out" | tail -n1)
+[[ -n $BIN && -x $BIN ]] || { echo "run-e2e: e2e test binary not found" >&2; exit 1; }
+exec "$REPO/tests/harness/harness.sh" run "$HERE/run-e2e.sh" inside "$BIN"
