@@ -143,9 +143,10 @@ impl Kubelet {
             .unwrap_or_else(|e| panic!("kubelet /metrics: {e}"))
     }
 
-    /// Poll `/pods` every 10 ms until `done` holds for the pod `name` (None
+    /// Poll `/pods` every 25 ms until `done` holds for the pod `name` (None
     /// when kubelet has no such pod), at most `limit`: the pod as it then
-    /// was, and how long it took.
+    /// was, and how long it took. (Each `/pods` costs kubelet the encoding
+    /// of every pod: polled faster, kubelet's own work is what slows.)
     pub async fn wait_pod(
         &self,
         name: &str,
@@ -163,7 +164,7 @@ impl Kubelet {
                 t0.elapsed() < limit,
                 "{name}: not {what} after {limit:?}; kubelet says: {pod:#?}"
             );
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(Duration::from_millis(25)).await;
         }
     }
 }

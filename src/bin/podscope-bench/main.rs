@@ -9,6 +9,8 @@ mod containers;
 mod crash;
 mod failpoints;
 mod images;
+mod kubelet;
+mod kubelet_client;
 
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
@@ -204,7 +206,8 @@ async fn main() {
     // Sections to run (default: all): latency, network, cri, clients,
     // crash, abuse, failpoints, images, alive, throughput, containers
     // (also named anchor: podscope's container figures with crun and runc
-    // against containerd's, all taken in this run).
+    // against containerd's, all taken in this run), kubelet (a real
+    // kubelet driving containerd, then podscope).
     let only: Vec<String> = std::env::args().skip(1).collect();
     if only.first().map(String::as_str) == Some("as-caller") {
         return as_caller(&only[1..]).await;
@@ -267,6 +270,9 @@ async fn main() {
     }
     if run("containers") || run("anchor") {
         containers::run(&mut t).await;
+    }
+    if run("kubelet") {
+        kubelet::run(&mut t).await;
     }
     println!();
     t.print();
