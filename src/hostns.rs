@@ -256,23 +256,47 @@ impl HostNs {
     /// Open `path` for appending, creating it (0640) and its missing parent
     /// directories (0755): a log file.
     pub async fn open_append(&self, path: &Path) -> Result<OwnedFd> {
-        let mut ops = match path.parent() {
+        let dirs = match path.parent() {
             Some(parent) => mkdirs(parent)?,
             None => Vec::new(),
         };
-        ops.push(Op::Open {
+        let flags = libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_NOFOLLOW;
+        self.open_after(dirs, path, flags, 0o640, "for writing")
+            .await
+    }
+
+    /// `mkdir -p dir`, then open `dir/name` for writing, in one child: a
+    /// control file of a cgroup made for it.
+    pub async fn open_in_new_dir(&self, dir: &Path, name: &str) -> Result<OwnedFd> {
+        self.open_after(
+            mkdirs(dir)?,
+            &dir.join(name),
+            libc::O_WRONLY,
+            0,
+            "for writing",
+        )
+        .await
+    }
+
+    /// Run `before`, then open `path` with `flags` (and O_CLOEXEC), in one
+    /// child.
+    async fn open_after(
+        &self,
+        mut before: Vec<Op>,
+        path: &Path,
+        flags: libc::c_int,
+        mode: libc::mode_t,
+        how: &str,
+    ) -> Result<OwnedFd> {
+        before.push(Op::Open {
             path: cpath(path)?,
-            flags: libc::O_WRONLY
-                | libc::O_APPEND
-                | libc::O_CREAT
-                | libc::O_NOFOLLOW
-                | libc::O_CLOEXEC,
-            mode: 0o640,
+            flags: flags | libc::O_CLOEXEC,
+            mode,
         });
         let mut fds = self
-            .run(ops)
+            .run(before)
             .await
-            .map_err(|e| Error::io(format!("open {} for writing", path.display()), e))?;
+            .map_err(|e| Error::io(format!("open {} {how}", path.display()), e))?;
         fds.pop().flatten().ok_or_else(|| {
             Error::internal(format!("open {}: no descriptor came back", path.display()))
         })

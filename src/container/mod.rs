@@ -13,6 +13,7 @@
 //! their own, so a caller hanging up never cuts a step short. Lock order:
 //! the pod's `op`, the pod's `members` gate, then the container's `op`.
 
+mod cpuacct;
 mod create;
 mod exec;
 pub mod hugetlb;
@@ -44,7 +45,7 @@ use crate::hostns::HostNs;
 use crate::image::Images;
 use crate::pod::{files, holder, Event, Members, Pods};
 use crate::registry::{Entry, Record, Registry};
-use crate::settings::Settings;
+use crate::settings::{RuntimeKind, Settings};
 use crate::store::{Checkpoint, Quarantined, Store};
 use crate::systemd::{Prop, Systemd, SystemdClient, UnitEvent};
 use logs::{End, LogFile};
@@ -144,6 +145,9 @@ pub struct Containers<S: SystemdClient + Clone = Systemd> {
     shm_lock: tokio::sync::Mutex<()>,
     oom_layout: oom::Layout,
     hugetlb_layout: hugetlb::Layout,
+    /// A `cpuacct` hierarchy apart from `cpu`, where the daemon counts
+    /// crun's containers itself (`cpuacct`).
+    cpuacct_root: Option<PathBuf>,
     recovery: Mutex<RecoveryReport>,
     /// Where processes are looked at (`/proc`; a test's directory).
     proc_root: PathBuf,
@@ -213,6 +217,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             shm_lock: tokio::sync::Mutex::new(()),
             oom_layout: oom::layout(),
             hugetlb_layout: hugetlb::layout(),
+            cpuacct_root: cpuacct::layout(),
             recovery: Mutex::new(RecoveryReport::default()),
             proc_root: PathBuf::from("/proc"),
             host_caps: node.caps,
@@ -482,6 +487,15 @@ impl<S: SystemdClient + Clone> Members for Containers<S> {
                     Ok(_) => {}
                     Err(e) if e.kind() == ErrorKind::NotFound => {}
                     Err(e) => errors.push(e.to_string()),
+                }
+            }
+            // The pod's own slice in a cpuacct hierarchy systemd does not
+            // manage goes with its last container (kubelet's slices are
+            // kubelet's to remove).
+            if let (Some(root), true) = (&self.cpuacct_root, pod.config.cgroup_parent.is_empty()) {
+                let dir = cpuacct::dir(root, &crate::domain::slice::slice_cgroup_path(&pod.slice));
+                if let Err(e) = self.hostns.remove_dir(&dir).await {
+                    errors.push(e.to_string());
                 }
             }
             if errors.is_empty() {

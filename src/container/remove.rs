@@ -32,6 +32,9 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 warn!(container_id = %c.id, "{}: its hugetlb cgroup: {e}", ctx());
             }
         }
+        if let Err(e) = self.remove_cpuacct(&c).await {
+            warn!(container_id = %c.id, "{}: its cpuacct cgroup: {e}", ctx());
+        }
         if c.started_at == 0 {
             // Never started (or its start failed): the OOM watch may have
             // made the unit's memory cgroup for a unit systemd never had,
@@ -78,5 +81,19 @@ impl<S: SystemdClient + Clone> Containers<S> {
         );
         self.emit(Event::ContainerRemoved(c.id.clone(), c.pod_id.clone()));
         Ok(c.id)
+    }
+
+    /// Remove the container's cgroup in a cpuacct hierarchy apart from
+    /// cpu (`cpuacct`), once its processes are gone; nothing where there
+    /// is none (gone already is fine: runc deletes the one it made).
+    pub(super) async fn remove_cpuacct(&self, c: &Container) -> Result<()> {
+        match &self.cpuacct_root {
+            Some(root) => {
+                self.hostns
+                    .remove_dir(&cpuacct::dir(root, &c.cgroup_path()))
+                    .await
+            }
+            None => Ok(()),
+        }
     }
 }

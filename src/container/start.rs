@@ -23,6 +23,9 @@ struct Started {
     rootfs: bool,
     /// A v1 hugetlb cgroup may have been made for it.
     hugetlb: bool,
+    /// A cgroup in a cpuacct hierarchy apart from cpu may have been made
+    /// for it.
+    cpuacct: bool,
     held: bool,
     live: Option<Live>,
     /// µs of: the log file, the pipes, the pod's /dev/shm + the root +
@@ -81,6 +84,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                             unit: true,
                             rootfs: true,
                             hugetlb: !c.resources.hugepage_limits.is_empty(),
+                            cpuacct: true,
                             held: true,
                             live: None,
                             steps: [0; 6],
@@ -244,7 +248,13 @@ impl<S: SystemdClient + Clone> Containers<S> {
             })?;
         st.rootfs = true;
         let cgroup_path = c.cgroup_path();
-        let (shm, root, oom) = tokio::join!(
+        // runc joins every v1 hierarchy at its cgroupsPath itself.
+        let cpuacct_root = self
+            .cpuacct_root
+            .as_deref()
+            .filter(|_| handler.kind() == Some(RuntimeKind::Crun));
+        st.cpuacct = cpuacct_root.is_some();
+        let (shm, root, oom, acct) = tokio::join!(
             async {
                 if host_ipc {
                     Ok(())
@@ -254,6 +264,12 @@ impl<S: SystemdClient + Clone> Containers<S> {
             },
             rootfs::mount(&self.hostns, &self.images.store, &layers, &dirs),
             oom::watch(&self.hostns, self.oom_layout, &cgroup_path),
+            async {
+                match cpuacct_root {
+                    Some(root) => Some(cpuacct::prepare(&self.hostns, root, &cgroup_path).await),
+                    None => None,
+                }
+            },
         );
         step(st, 2);
         let failed = match (shm, root) {
@@ -372,6 +388,20 @@ impl<S: SystemdClient + Clone> Containers<S> {
             .await
             .map_err(|e| e.context(ctx("read the unit")))?;
         step(st, 4);
+        // Counted in cpuacct from its first instruction on (CPU accounting
+        // only: a failure is said, not fatal).
+        let main_pid = status.as_ref().map_or(0, |s| s.main_pid);
+        match acct {
+            Some(Ok(procs)) if main_pid > 0 => {
+                if let Err(e) = cpuacct::join(&procs, main_pid) {
+                    warn!(container_id = %c.id, "container {}: its cpuacct cgroup: {e}", c.id);
+                }
+            }
+            Some(Err(e)) => {
+                warn!(container_id = %c.id, "container {}: its cpuacct cgroup: {e}", c.id)
+            }
+            _ => {}
+        }
         if !c.resources.hugepage_limits.is_empty() {
             st.hugetlb = true;
             hugetlb::apply(
@@ -379,7 +409,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 &self.hugetlb_layout,
                 &c.cgroup_path(),
                 &c.resources.hugepage_limits,
-                &[status.as_ref().map_or(0, |s| s.main_pid)],
+                &[main_pid],
                 &ctx("limits"),
             )
             .await?;
@@ -417,6 +447,11 @@ impl<S: SystemdClient + Clone> Containers<S> {
             if let Err(e) =
                 hugetlb::remove(&self.hostns, &self.hugetlb_layout, &c.cgroup_path()).await
             {
+                warn!(container_id = %c.id, "container {}: cleaning up after a failed start: {e}", c.id);
+            }
+        }
+        if st.cpuacct {
+            if let Err(e) = self.remove_cpuacct(&c).await {
                 warn!(container_id = %c.id, "container {}: cleaning up after a failed start: {e}", c.id);
             }
         }

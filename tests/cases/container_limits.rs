@@ -331,3 +331,84 @@ async fn oom_scores_kubelet_asks_for_start_crun() {
 async fn oom_scores_kubelet_asks_for_start_runc() {
     oom_scores_kubelet_asks_for_start("runc").await;
 }
+
+/// The pod's CPU, as kubelet (cAdvisor) reads it from the pod slice's
+/// cgroup, counts its containers: where `cpuacct` is a v1 hierarchy apart
+/// from `cpu` (these machines) systemd puts no process in it, so podscope
+/// (crun) or runc itself moves the container's process into the unit's
+/// cgroup there; it is gone with the container, and the pod's own slice
+/// there with the pod. Elsewhere the slice's own cgroup counts.
+async fn a_pods_cpu_counts_its_containers(handler: &str) {
+    let _cleanup = Cleanup::new();
+    let (m, _c) = manager().await;
+    pull_busybox(&m).await;
+    let (pod, _logs) = log_pod(&m, "ctr-cpuacct", handler).await;
+    let slice = m.status(&pod).await.unwrap().slice;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let apart = mounts
+        .lines()
+        .any(|l| l.contains(" /sys/fs/cgroup/cpuacct ") && l.ends_with(" rw,cpuacct"));
+    // A second of busy work, then asleep.
+    let id = run(
+        &m,
+        &pod,
+        "busy",
+        sh_cmd("i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; exec sleep 1000"),
+    )
+    .await;
+    let unit_cgroup = m.container_status(&id).await.unwrap().cgroup;
+    let slice_cgroup = unit_cgroup.rsplit_once('/').unwrap().0.to_owned();
+    assert!(slice_cgroup.ends_with(&slice), "{slice_cgroup} vs {slice}");
+    let usage = |cg: &str| -> u64 {
+        let f = if apart {
+            format!("/sys/fs/cgroup/cpuacct{cg}/cpuacct.usage")
+        } else {
+            format!("/sys/fs/cgroup{cg}/cpu.stat")
+        };
+        let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{f}: {e}"));
+        if apart {
+            text.trim().parse().unwrap()
+        } else {
+            text.lines()
+                .find_map(|l| l.strip_prefix("usage_usec "))
+                .map(|v| v.trim().parse::<u64>().unwrap() * 1000)
+                .unwrap()
+        }
+    };
+    let t0 = std::time::Instant::now();
+    while usage(&slice_cgroup) < 100_000_000 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the pod slice's CPU ({}) does not count the busy container",
+            usage(&slice_cgroup)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(usage(&unit_cgroup) >= 100_000_000, "the unit's own cgroup");
+    m.remove_container(&id).await.unwrap();
+    if apart {
+        let dir = format!("/sys/fs/cgroup/cpuacct{unit_cgroup}");
+        assert!(
+            !std::path::Path::new(&dir).exists(),
+            "{dir} left after the container"
+        );
+    }
+    m.remove(&pod).await.unwrap();
+    if apart {
+        let dir = format!("/sys/fs/cgroup/cpuacct{slice_cgroup}");
+        assert!(
+            !std::path::Path::new(&dir).exists(),
+            "{dir} left after the pod"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pods_cpu_counts_its_containers_crun() {
+    a_pods_cpu_counts_its_containers("crun").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pods_cpu_counts_its_containers_runc() {
+    a_pods_cpu_counts_its_containers("runc").await;
+}
