@@ -13,7 +13,8 @@
 #                   installed podscope-cri, in the harness
 #   make e2e        a real kubelet (KUBELET=) runs static pods on podscope,
 #                   in the harness
-#   make demo       a pod created, inspected with systemctl/busctl, stopped, removed
+#   make demo       a pod created, inspected with systemctl/busctl, stopped, removed;
+#                   a container; crictl; kubelet running a static pod
 #   make bench      the performance table
 #   make deb        target/deb/podscope_*.deb (packaging/debian), lintian-checked
 #   make rpm        target/rpm/RPMS/*/podscope-*.rpm (packaging/rpm/podscope.spec)
@@ -176,10 +177,11 @@ packaging: deps build
 	  target/deb/podscope_$(VERSION)_*.deb target/deb-newer/podscope_$(VERSION)+test1_*.deb \
 	  target/rpm/RPMS/*/podscope-$(VERSION)-*.rpm
 
-# crictl is optional here: the demo shows the CRI part only when it is there
+# crictl and kubelet are optional here: the demo shows the CRI and kubelet
+# parts only when they are there
 # (the harness refuses a tool it is given that does not exist).
 demo: deps build
-	CRICTL="$(wildcard $(CRICTL))" tests/harness/harness.sh run tests/harness/demo.sh
+	CRICTL="$(wildcard $(CRICTL))" KUBELET="$(wildcard $(KUBELET))" tests/harness/harness.sh run tests/harness/demo.sh
 
 # The failpoints row kills a podscoped built with the `failpoints` feature
 # (never installed; the same build the integration tests use).

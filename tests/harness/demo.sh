@@ -3,7 +3,8 @@
 # started, inspected with the systemd tools; a container run in it as a
 # systemd unit of its own (no shim), its logs and an exec; the pod stopped
 # and removed with its container; an image pulled through a registry
-# mirror, listed and removed; then the same through crictl.
+# mirror, listed and removed; then the same through crictl; then a real
+# kubelet running a static pod on it.
 set -euo pipefail
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 run() { printf '$ %s\n' "$*"; "$@"; }
@@ -109,5 +110,50 @@ else
     echo
     echo "(crictl not found at '${CRICTL:-}': set CRICTL=/path/to/crictl to see the CRI part)"
 fi
+
+if [[ -x ${CRICTL:-} && -x ${KUBELET:-} ]]; then
+    step "A real kubelet runs a static pod on podscope (tests/e2e/kubelet.sh: cgroup driver systemd)"
+    run tests/e2e/kubelet.sh start
+    cat > /etc/kubernetes/manifests/hello.yaml <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: hello
+  namespace: demo
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: web
+    image: registry.k8s.io/e2e-test-images/busybox:1.29-2
+    command: ["sh", "-c", "echo hello from a static pod > /index.html; exec httpd -f -p 8080 -h /"]
+    readinessProbe:
+      httpGet: {port: 8080}
+      periodSeconds: 1
+    resources:
+      limits: {memory: 64Mi, cpu: 250m}
+YAML
+    run cat /etc/kubernetes/manifests/hello.yaml
+    for _ in $(seq 300); do
+        curl -s localhost:10255/pods | jq -e '.items[]? | select(.metadata.name == "hello-e2e-node")
+            | select(any(.status.conditions[]?; .type == "Ready" and .status == "True"))' >/dev/null && break
+        sleep 0.1
+    done
+    printf '$ curl -s localhost:10255/pods | jq ...   # kubelet'"'"'s own view\n'
+    curl -s localhost:10255/pods | jq -c '.items[] | {name: .metadata.name, phase: .status.phase, podIP: .status.podIP,
+        containers: [.status.containerStatuses[] | {name, ready, image, containerID}]}'
+    ip=$(curl -s localhost:10255/pods | jq -r '.items[] | select(.metadata.name == "hello-e2e-node") | .status.podIP')
+    run curl -s "http://$ip:8080/index.html"
+    run crictl pods --namespace demo
+    # (kubelet rewrites its slices' drop-ins; systemctl's warning about it
+    # is left out)
+    printf '$ systemctl status --no-pager --lines=0 kubepods.slice\n'
+    systemctl status --no-pager --lines=0 kubepods.slice 2>/dev/null
+    run sh -c "systemctl show -p MemoryMax -p CPUQuotaPerSecUSec -p Slice \$(systemctl list-units --plain --no-legend 'podscope-ctr-*' | awk '{print \$1}')"
+    run rm /etc/kubernetes/manifests/hello.yaml
+    run tests/e2e/kubelet.sh stop
+else
+    echo
+    echo "(crictl or kubelet not found: set CRICTL= and KUBELET= to see kubelet run a static pod)"
+fi
 echo
-echo "demo finished: a pod and its container were made, inspected with systemctl/busctl/journalctl, stopped and removed; an image was pulled, listed and removed."
+echo "demo finished: a pod and its container were made, inspected with systemctl/busctl/journalctl, stopped and removed; an image was pulled, listed and removed; kubelet ran a static pod."
