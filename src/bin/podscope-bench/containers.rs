@@ -665,7 +665,7 @@ async fn start_breakdown(
 }
 
 /// The p50 of each step time (`*_US`) in `entries`: "whole X: step a, ...".
-fn steps_p50(entries: &[serde_json::Value]) -> String {
+pub(super) fn steps_p50(entries: &[serde_json::Value]) -> String {
     // The daemon's order of a start's steps; others after, by name.
     const ORDER: &[&str] = &[
         "LOG_US",
@@ -852,7 +852,7 @@ async fn exec_breakdown(
 }
 
 /// The daemon journal's cursor now: entries after it are this step's.
-fn journal_cursor() -> String {
+pub(super) fn journal_cursor() -> String {
     let out = sh("journalctl -u podscoped -n 0 --show-cursor --no-pager");
     out.lines()
         .find_map(|l| l.strip_prefix("-- cursor: "))
@@ -862,7 +862,7 @@ fn journal_cursor() -> String {
 }
 
 /// The daemon's journal entries after `cursor` with `EVENT=event`.
-fn journal_after(cursor: &str, event: &str) -> Vec<serde_json::Value> {
+pub(super) fn journal_after(cursor: &str, event: &str) -> Vec<serde_json::Value> {
     sh(&format!(
         "journalctl -u podscoped -o json --no-pager --after-cursor='{cursor}' EVENT={event}"
     ))
@@ -872,7 +872,7 @@ fn journal_after(cursor: &str, event: &str) -> Vec<serde_json::Value> {
 }
 
 /// p50 of a `*_US` field over `entries` ("-" when none has it).
-fn field_p50(entries: &[serde_json::Value], field: &str) -> String {
+pub(super) fn field_p50(entries: &[serde_json::Value], field: &str) -> String {
     let mut v: Vec<Duration> = entries
         .iter()
         .filter_map(|e| e[field].as_str()?.parse().ok())

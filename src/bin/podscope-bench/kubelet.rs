@@ -17,6 +17,7 @@
 //!   process it keeps per pod outside the containers.
 
 use super::anchor::{self, Target};
+use super::containers::{field_p50, journal_after, journal_cursor, steps_p50};
 use super::kubelet_client::{runtime_operations, simple_pod, Kubelet};
 use super::{daemon_pid, ms, pct, rss_pss, sh, Table};
 use k8s_cri::v1 as cri;
@@ -80,9 +81,22 @@ pub async fn run(t: &mut Table) {
         anchor::pull(&mut img, anchor::IMAGE).await;
     }
     let theirs = measure(&containerd, "", true).await;
+    let cursor = journal_cursor();
     let ours = measure(&podscope, "", true).await;
+    breakdown(&cursor, t);
     let evented = measure(&podscope, "EventedPLEG=true", false).await;
     anchor::stop_containerd();
+    // The store as the section found it (the images section wants it
+    // empty).
+    let mut img = anchor::image_client(&podscope).await;
+    img.remove_image(cri::RemoveImageRequest {
+        image: Some(cri::ImageSpec {
+            image: anchor::IMAGE.into(),
+            ..Default::default()
+        }),
+    })
+    .await
+    .unwrap_or_else(|e| panic!("remove {}: {e}", anchor::IMAGE));
 
     let start = ["run_podsandbox", "create_container", "start_container"];
     let (o, od) = ours.sum_of_means(&start);
@@ -158,6 +172,43 @@ pub async fn run(t: &mut Table) {
             mib(theirs.pss_kib)
         ),
         Some(r <= 0.2),
+    );
+}
+
+/// Where podscope's time went under kubelet, from the daemon's journal
+/// since `cursor`: RunPodSandbox's Create (its CNI ADD, in the plugins)
+/// and Start, and StartContainer's steps.
+fn breakdown(cursor: &str, t: &mut Table) {
+    use podscope::logging::event;
+    let created = journal_after(cursor, event::CREATED);
+    let attached = journal_after(cursor, event::NETWORK_ATTACHED);
+    let started = journal_after(cursor, event::STARTED);
+    t.add(
+        &format!(
+            "kubelet on podscope: RunPodSandbox, daemon-measured p50 ({} pods): Create (CNI ADD in the plugins) + Start (init, scope, machined)",
+            created.len()
+        ),
+        "report",
+        format!(
+            "{} ({}) + {} ({}, {}, {})",
+            field_p50(&created, "ELAPSED_US"),
+            field_p50(&attached, "PLUGIN_US"),
+            field_p50(&started, "TOTAL_US"),
+            field_p50(&started, "INIT_US"),
+            field_p50(&started, "SCOPE_US"),
+            field_p50(&started, "MACHINE_US"),
+        ),
+        None,
+    );
+    let containers = journal_after(cursor, event::CONTAINER_STARTED);
+    t.add(
+        &format!(
+            "kubelet on podscope: StartContainer, daemon-measured p50 ({} containers)",
+            containers.len()
+        ),
+        "report",
+        steps_p50(&containers),
+        None,
     );
 }
 

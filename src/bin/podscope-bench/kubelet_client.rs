@@ -257,6 +257,8 @@ pub struct PodStatus {
     pub pod_ip: Option<String>,
     #[serde(default, deserialize_with = "nullable")]
     pub container_statuses: Vec<ContainerStatus>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub init_container_statuses: Vec<ContainerStatus>,
     pub qos_class: Option<String>,
 }
 
