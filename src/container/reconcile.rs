@@ -202,7 +202,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             match &status {
                 Some(st) if st.main_pid != 0 || st.main_exited() => {
                     if st.main_pid != 0 {
-                        if let Err(e) = self.finish_start(&c).await {
+                        if let Err(e) = self.finish_start(&c, st.main_pid).await {
                             warn!(container_id = %c.id, "container {}: recovery: {e}", c.id);
                             let _ = self
                                 .systemd
@@ -237,7 +237,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
     /// The runtime's `start` of a container its `create` left waiting; one
     /// that runs (or ran) already is left alone. Without its runtime (the
     /// handler gone from the configuration) the unit is taken as it is.
-    async fn finish_start(&self, c: &Container) -> Result<()> {
+    async fn finish_start(&self, c: &Container, main_pid: u32) -> Result<()> {
         let Some(pod) = self.pods.get(&c.pod_id) else {
             return Ok(());
         };
@@ -247,6 +247,19 @@ impl<S: SystemdClient + Clone> Containers<S> {
         let timeout = self.settings.start_timeout();
         match runtime::status(handler, c.id.as_str(), timeout).await {
             Ok(s) if s == "created" => {
+                // Counted in cpuacct as a start not cut short would have
+                // made it (crun; runc joined at its create).
+                if let (Some(root), Some(RuntimeKind::Crun)) = (&self.cpuacct_root, handler.kind())
+                {
+                    let joined = match cpuacct::prepare(&self.hostns, root, &c.cgroup_path()).await
+                    {
+                        Ok(procs) => cpuacct::join(&procs, main_pid).map_err(|e| e.to_string()),
+                        Err(e) => Err(e.to_string()),
+                    };
+                    if let Err(e) = joined {
+                        warn!(container_id = %c.id, "container {}: its cpuacct cgroup: {e}", c.id);
+                    }
+                }
                 let log = self.run_dir(&c.id).join("runtime.log");
                 runtime::start(handler, &log, c.id.as_str(), timeout)
                     .await
