@@ -14,7 +14,9 @@ mod common;
 #[path = "../../src/bin/podscope-bench/kubelet_client.rs"]
 mod kubelet_client;
 
-use common::{crictl, manager, sh, sh_out, string_map, Client, ListFilter, SandboxStatus, State};
+use common::{
+    crictl, manager, sh, sh_out, string_map, Client, ListFilter, NetworkMode, SandboxStatus, State,
+};
 use kubelet_client::{Kubelet, Pod};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -29,6 +31,8 @@ const CRI: &str = "unix:///run/podscope/cri.sock";
 /// Lines the logger writes, at about 50 a second: through two daemon
 /// restarts and several rotations.
 const LOG_LINES: u32 = 3000;
+/// The host-network pod's port, on the node's (the harness's) loopback.
+const HOSTNET_PORT: u16 = 18080;
 /// kubelet's labels on every sandbox and container.
 const UID_LABEL: &str = "io.kubernetes.pod.uid";
 
@@ -64,17 +68,19 @@ fn sh_c(script: &str) -> Value {
 /// Two containers sharing the pod network: an HTTP server, whose
 /// readiness is an HTTP probe kubelet sends to the pod's IP and whose
 /// liveness is an exec probe (ExecSync), and a client fetching from it
-/// over loopback. Burstable (limits above requests).
+/// over loopback; before them, an init container that writes the server's
+/// files into a volume (an emptyDir kubelet makes) they share. Burstable
+/// (limits above requests).
 fn web() -> Value {
-    pod(
+    let mut p = pod(
         "web",
         2,
         json!([
             {
                 "name": "server",
                 "image": IMAGE,
-                "command": sh_c("mkdir -p /www && echo hello-from-server > /www/index.html && \
-                                 echo ok > /www/ready && exec httpd -f -p 8080 -h /www"),
+                "command": ["httpd", "-f", "-p", "8080", "-h", "/www"],
+                "volumeMounts": [{ "name": "www", "mountPath": "/www" }],
                 "readinessProbe": {
                     "httpGet": { "path": "/ready", "port": 8080 },
                     "periodSeconds": 1, "failureThreshold": 1
@@ -94,7 +100,34 @@ fn web() -> Value {
                 "command": sh_c("while true; do wget -qO- http://127.0.0.1:8080/index.html; sleep 1; done"),
             }
         ]),
-    )
+    );
+    p["spec"]["initContainers"] = json!([{
+        "name": "setup",
+        "image": IMAGE,
+        "command": sh_c("echo hello-from-server > /www/index.html && echo ok > /www/ready"),
+        "volumeMounts": [{ "name": "www", "mountPath": "/www" }],
+    }]);
+    p["spec"]["volumes"] = json!([{ "name": "www", "emptyDir": {} }]);
+    p
+}
+
+/// A pod on the node's network, as the control plane's static pods are:
+/// no namespace of its own, its server on the node's loopback.
+fn hostnet() -> Value {
+    let mut p = pod(
+        "hostnet",
+        1,
+        json!([{
+            "name": "server",
+            "image": IMAGE,
+            "command": sh_c(&format!(
+                "mkdir -p /www && echo hello-from-the-node > /www/index.html && \
+                 exec httpd -f -p 127.0.0.1:{HOSTNET_PORT} -h /www"
+            )),
+        }]),
+    );
+    p["spec"]["hostNetwork"] = json!(true);
+    p
 }
 
 /// A container that fails at once: kubelet restarts it with back-off.
@@ -293,15 +326,16 @@ async fn main() {
     k.write_manifest("logger", &logger());
     k.write_manifest("edit", &edit("1"));
     k.write_manifest("gone", &gone());
+    k.write_manifest("hostnet", &hostnet());
 
     let limit = Duration::from_secs(90);
     k.wait_pod("web", limit, "ready", |p| p.is_some_and(|p| p.ready()))
         .await;
-    for name in ["logger", "edit", "gone"] {
+    for name in ["logger", "edit", "gone", "hostnet"] {
         k.wait_pod(name, limit, "running", |p| p.is_some_and(|p| p.running()))
             .await;
     }
-    ok!(t0, "web ready; logger, edit and gone running");
+    ok!(t0, "web ready; logger, edit, gone and hostnet running");
 
     // The manifests edited and removed now, so that kubelet's garbage
     // collection runs while the rest is checked.
@@ -311,6 +345,7 @@ async fn main() {
     k.remove_manifest("gone");
 
     check_web(&k, &m, t0).await;
+    check_hostnet(&k, &m, t0).await;
     check_slices(&k, &m, t0).await;
     check_stats(&k, t0).await;
     check_edit(&k, &m, &edit_old, t0).await;
@@ -370,10 +405,11 @@ async fn main() {
 
     // Every manifest removed: every pod stops, and nothing of them is
     // left once they are removed.
-    for name in ["web", "crash", "oom", "logger", "edit"] {
+    let all_pods = ["web", "crash", "oom", "logger", "edit", "hostnet"];
+    for name in all_pods {
         k.remove_manifest(name);
     }
-    for name in ["web", "crash", "oom", "logger", "edit"] {
+    for name in all_pods {
         k.wait_pod(name, limit, "gone from kubelet", |p| p.is_none())
             .await;
     }
@@ -439,6 +475,20 @@ async fn check_web(k: &Kubelet, m: &Client, t0: Instant) {
         t0,
         "web: both containers running and ready (an HTTP readiness probe to {ip}:8080)"
     );
+    let setup = p
+        .status
+        .init_container_statuses
+        .first()
+        .unwrap_or_else(|| panic!("web: no init container status: {p:#?}"));
+    let done = setup.state.terminated.as_ref();
+    assert!(
+        setup.name == "setup" && done.is_some_and(|t| t.exit_code == 0 && t.reason == "Completed"),
+        "web's init container: {setup:#?}"
+    );
+    ok!(
+        t0,
+        "web: its init container ran before them and completed (exit 0)"
+    );
 
     // kubelet's image garbage collection keeps the images whose id a
     // listed container names (ListContainers' imageRef): the image in use
@@ -486,7 +536,7 @@ async fn check_web(k: &Kubelet, m: &Client, t0: Instant) {
     });
     ok!(
         t0,
-        "web: the client fetched from the server over the pod network ({client_log})"
+        "web: the client fetched over the pod network what the init container wrote into the server's emptyDir volume ({client_log})"
     );
 
     // Readiness follows the HTTP probe both ways.
@@ -566,6 +616,25 @@ async fn check_web(k: &Kubelet, m: &Client, t0: Instant) {
         t0,
         "web: machinectl shows machine {} (leader its init, address {ip})",
         sb.machine
+    );
+}
+
+/// The host-network pod: no network namespace of its own, its server on
+/// the node's loopback.
+async fn check_hostnet(k: &Kubelet, m: &Client, t0: Instant) {
+    let p = k.pod("hostnet").await.unwrap();
+    let sb = ready_sandbox(m, &p.metadata.uid).await;
+    assert_eq!(sb.network, NetworkMode::Host, "{sb:#?}");
+    assert!(sb.netns_path.is_empty() && sb.ips.is_empty(), "{sb:#?}");
+    let url = format!("http://127.0.0.1:{HOSTNET_PORT}/index.html");
+    common::wait_until(Duration::from_secs(20), || {
+        sh_out(&format!("curl -sf {url}"))
+            .1
+            .contains("hello-from-the-node")
+    });
+    ok!(
+        t0,
+        "hostnet: a host-network pod, no namespace of its own, serving on the node's {url}"
     );
 }
 
