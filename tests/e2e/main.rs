@@ -130,12 +130,17 @@ fn hostnet() -> Value {
     p
 }
 
-/// A container that fails at once: kubelet restarts it with back-off.
+/// A container that fails at once, leaving a termination message where
+/// kubelet mounted the file for it: kubelet restarts it with back-off.
 fn crash() -> Value {
     pod(
         "crash",
         1,
-        json!([{ "name": "fail", "image": IMAGE, "command": sh_c("echo failing; exit 3") }]),
+        json!([{
+            "name": "fail",
+            "image": IMAGE,
+            "command": sh_c("echo failing; echo crashed-on-purpose > /dev/termination-log; exit 3")
+        }]),
     )
 }
 
@@ -905,9 +910,10 @@ async fn check_crash(k: &Kubelet, t0: Instant) {
     let last = c.last_state.terminated.as_ref().unwrap();
     assert_eq!(last.exit_code, 3, "{c:#?}");
     assert_eq!(last.reason, "Error", "{c:#?}");
+    assert_eq!(last.message.trim(), "crashed-on-purpose", "{c:#?}");
     ok!(
         t0,
-        "crash: restarted {} times with back-off (CrashLoopBackOff), last exit 3 (Error)",
+        "crash: restarted {} times with back-off (CrashLoopBackOff), last exit 3 (Error) with its termination message",
         c.restart_count
     );
 }

@@ -314,6 +314,8 @@ pub struct Terminated {
     pub exit_code: i32,
     #[serde(default)]
     pub reason: String,
+    #[serde(default)]
+    pub message: String,
     #[serde(rename = "containerID")]
     pub container_id: Option<String>,
 }
