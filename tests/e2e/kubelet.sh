@@ -5,7 +5,7 @@
 #
 #   kubelet.sh start [ENDPOINT]   start kubelet.service on ENDPOINT (default
 #                                 podscope's socket); returns once kubelet
-#                                 answers /healthz and its PLEG is healthy
+#                                 answers /healthz and /pods
 #   kubelet.sh restart            systemctl restart kubelet; returns once it
 #                                 answers again
 #   kubelet.sh stop               stop it, remove every pod it left through
@@ -59,7 +59,9 @@ readOnlyPort: $RO_PORT
 healthzBindAddress: 127.0.0.1
 healthzPort: $HEALTHZ_PORT
 # No API server to ask: the authenticated port (10250, a self-signed
-# certificate) lets in only client certificates, and allows what it lets in.
+# certificate) has no client CA, no anonymous access and no token webhook,
+# so it lets nobody in; authorization's default (Webhook) would need an API
+# server, and kubelet refuses to start without one.
 authentication:
   anonymous:
     enabled: false

@@ -81,13 +81,16 @@ fn web() -> Value {
                 "image": IMAGE,
                 "command": ["httpd", "-f", "-p", "8080", "-h", "/www"],
                 "volumeMounts": [{ "name": "www", "mountPath": "/www" }],
+                // Quick to react (one failure is enough); timeouts longer
+                // than a busy CI machine or podscoped's restart can make a
+                // call take, so that only the checks' own doing fails them.
                 "readinessProbe": {
                     "httpGet": { "path": "/ready", "port": 8080 },
-                    "periodSeconds": 1, "failureThreshold": 1
+                    "periodSeconds": 1, "failureThreshold": 1, "timeoutSeconds": 5
                 },
                 "livenessProbe": {
                     "exec": { "command": ["sh", "-c", "test ! -e /tmp/unhealthy"] },
-                    "periodSeconds": 1, "failureThreshold": 1
+                    "periodSeconds": 1, "failureThreshold": 1, "timeoutSeconds": 10
                 },
                 "resources": {
                     "requests": { "cpu": "50m", "memory": "16Mi" },
