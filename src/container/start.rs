@@ -31,6 +31,16 @@ struct Started {
     /// µs of: the log file, the pipes, the pod's /dev/shm + the root +
     /// the OOM watch (alongside), the unit, its status, the runtime's start.
     steps: [u64; 6],
+    /// µs of each part of the third step, made alongside: the pod's
+    /// /dev/shm, the root, the OOM watch, the cpuacct cgroup.
+    prepare: [u64; 4],
+}
+
+/// Await `f`, and how long it took (µs).
+async fn timed<T>(f: impl std::future::Future<Output = T>) -> (T, u64) {
+    let t0 = std::time::Instant::now();
+    let out = f.await;
+    (out, t0.elapsed().as_micros() as u64)
 }
 
 impl<S: SystemdClient + Clone> Containers<S> {
@@ -88,6 +98,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                             held: true,
                             live: None,
                             steps: [0; 6],
+                            prepare: [0; 4],
                         },
                         &e,
                     )
@@ -96,6 +107,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 }
                 failpoint::hit(failpoint::CTR_START_DONE);
                 let [log_us, pipes_us, prepare_us, unit_us, status_us, start_us] = started.steps;
+                let [shm_us, root_us, oom_us, cpuacct_us] = started.prepare;
                 info!(
                     event = crate::logging::event::CONTAINER_STARTED,
                     container_id = %c.id,
@@ -105,6 +117,10 @@ impl<S: SystemdClient + Clone> Containers<S> {
                     log_us,
                     pipes_us,
                     prepare_us,
+                    shm_us,
+                    root_us,
+                    oom_us,
+                    cpuacct_us,
                     unit_us,
                     status_us,
                     start_us,
@@ -254,23 +270,29 @@ impl<S: SystemdClient + Clone> Containers<S> {
             .as_deref()
             .filter(|_| handler.kind() == Some(RuntimeKind::Crun));
         st.cpuacct = cpuacct_root.is_some();
-        let (shm, root, oom, acct) = tokio::join!(
-            async {
+        let ((shm, shm_us), (root, root_us), (oom, oom_us), (acct, acct_us)) = tokio::join!(
+            timed(async {
                 if host_ipc {
                     Ok(())
                 } else {
                     self.ensure_pod_shm(sb).await
                 }
-            },
-            rootfs::mount(&self.hostns, &self.images.store, &layers, &dirs),
-            oom::watch(&self.hostns, self.oom_layout, &cgroup_path),
-            async {
+            }),
+            timed(rootfs::mount(
+                &self.hostns,
+                &self.images.store,
+                &layers,
+                &dirs
+            )),
+            timed(oom::watch(&self.hostns, self.oom_layout, &cgroup_path)),
+            timed(async {
                 match cpuacct_root {
                     Some(root) => Some(cpuacct::prepare(&self.hostns, root, &cgroup_path).await),
                     None => None,
                 }
-            },
+            }),
         );
+        st.prepare = [shm_us, root_us, oom_us, acct_us];
         step(st, 2);
         let failed = match (shm, root) {
             (Err(e), _) => Some(e.context(ctx("the pod's /dev/shm"))),
