@@ -1,5 +1,6 @@
 #!/bin/bash
-# make e2e: build the kubelet end-to-end test (tests/e2e/main.rs) and run it
+# make e2e: build the kubelet end-to-end test (tests/e2e/main.rs; with the
+# integration tests' features, so their library is reused) and run it
 # inside the systemd harness, podscope installed as for the integration
 # tests; kubelet's and podscoped's journals are printed when it fails.
 #
@@ -26,9 +27,5 @@ for var in KUBELET CRICTL; do
     [[ -n ${!var:-} && -x ${!var} ]] \
         || { echo "run-e2e: $var='${!var:-}' is not an executable file (set KUBELET= and CRICTL=)" >&2; exit 1; }
 done
-# The integration tests' features: the library they built is reused.
-out=$(cargo test --locked --features harness-tests,failpoints --test e2e --no-run --message-format=json) \
-    || { echo "run-e2e: building the e2e test failed" >&2; exit 1; }
-BIN=$(jq -r 'select(.reason == "compiler-artifact" and .target.name == "e2e" and .executable != null) | .executable' <<<"$out" | tail -n1)
-[[ -n $BIN && -x $BIN ]] || { echo "run-e2e: e2e test binary not found" >&2; exit 1; }
+BIN=$("$REPO/tests/harness/test-binary.sh" e2e)
 exec "$REPO/tests/harness/harness.sh" run "$HERE/run-e2e.sh" inside "$BIN"
