@@ -260,43 +260,35 @@ impl HostNs {
             Some(parent) => mkdirs(parent)?,
             None => Vec::new(),
         };
-        let flags = libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_NOFOLLOW;
-        self.open_after(dirs, path, flags, 0o640, "for writing")
-            .await
+        let flags = libc::O_APPEND | libc::O_CREAT | libc::O_NOFOLLOW;
+        self.open_for_writing_after(dirs, path, flags, 0o640).await
     }
 
     /// `mkdir -p dir`, then open `dir/name` for writing, in one child: a
     /// control file of a cgroup made for it.
     pub async fn open_in_new_dir(&self, dir: &Path, name: &str) -> Result<OwnedFd> {
-        self.open_after(
-            mkdirs(dir)?,
-            &dir.join(name),
-            libc::O_WRONLY,
-            0,
-            "for writing",
-        )
-        .await
+        self.open_for_writing_after(mkdirs(dir)?, &dir.join(name), 0, 0)
+            .await
     }
 
-    /// Run `before`, then open `path` with `flags` (and O_CLOEXEC), in one
-    /// child.
-    async fn open_after(
+    /// Run `before`, then open `path` for writing with `flags` (and
+    /// O_WRONLY, O_CLOEXEC), in one child.
+    async fn open_for_writing_after(
         &self,
         mut before: Vec<Op>,
         path: &Path,
         flags: libc::c_int,
         mode: libc::mode_t,
-        how: &str,
     ) -> Result<OwnedFd> {
         before.push(Op::Open {
             path: cpath(path)?,
-            flags: flags | libc::O_CLOEXEC,
+            flags: flags | libc::O_WRONLY | libc::O_CLOEXEC,
             mode,
         });
         let mut fds = self
             .run(before)
             .await
-            .map_err(|e| Error::io(format!("open {} {how}", path.display()), e))?;
+            .map_err(|e| Error::io(format!("open {} for writing", path.display()), e))?;
         fds.pop().flatten().ok_or_else(|| {
             Error::internal(format!("open {}: no descriptor came back", path.display()))
         })

@@ -64,6 +64,18 @@ pub fn join(procs: &OwnedFd, pid: u32) -> std::io::Result<()> {
     f.write_all(pid.to_string().as_bytes())
 }
 
+/// `prepare` and `join` at once, for a process already there (a start
+/// finished at recovery).
+pub async fn enter(hostns: &HostNs, root: &Path, cgroup_path: &str, pid: u32) -> Result<()> {
+    let procs = prepare(hostns, root, cgroup_path).await?;
+    join(&procs, pid).map_err(|e| {
+        crate::error::Error::io(
+            format!("move {pid} into {}", dir(root, cgroup_path).display()),
+            e,
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

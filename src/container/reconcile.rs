@@ -251,12 +251,9 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 // made it (crun; runc joined at its create).
                 if let (Some(root), Some(RuntimeKind::Crun)) = (&self.cpuacct_root, handler.kind())
                 {
-                    let joined = match cpuacct::prepare(&self.hostns, root, &c.cgroup_path()).await
+                    if let Err(e) =
+                        cpuacct::enter(&self.hostns, root, &c.cgroup_path(), main_pid).await
                     {
-                        Ok(procs) => cpuacct::join(&procs, main_pid).map_err(|e| e.to_string()),
-                        Err(e) => Err(e.to_string()),
-                    };
-                    if let Err(e) = joined {
                         warn!(container_id = %c.id, "container {}: its cpuacct cgroup: {e}", c.id);
                     }
                 }
