@@ -295,10 +295,8 @@ impl Replaced {
     }
 }
 
-struct Ids {
-    /// (pod, container) -> (container id, restart count)
-    seen: BTreeMap<(String, String), (String, u32)>,
-}
+/// (pod, container) -> (container id, restart count).
+type Ids = BTreeMap<(String, String), (String, u32)>;
 
 /// The containers of these pods as kubelet sees them.
 async fn snapshot(k: &Kubelet, pods: &[&str]) -> Ids {
@@ -316,7 +314,7 @@ async fn snapshot(k: &Kubelet, pods: &[&str]) -> Ids {
             );
         }
     }
-    Ids { seen }
+    seen
 }
 
 #[tokio::main]
@@ -327,8 +325,7 @@ async fn main() {
     ok!(t0, "kubelet started on {CRI}");
 
     // Every pod at once: kubelet's loops run side by side.
-    let web_pod = web();
-    k.write_manifest("web", &web_pod);
+    k.write_manifest("web", &web());
     k.write_manifest("crash", &crash());
     k.write_manifest("oom", &oom());
     k.write_manifest("logger", &logger());
@@ -368,7 +365,7 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let after = snapshot(&k, &watched).await;
     assert_eq!(
-        before.seen, after.seen,
+        before, after,
         "containers or restart counts changed across podscoped's restart"
     );
     assert!(
@@ -392,7 +389,7 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let after = snapshot(&k, &watched).await;
     assert_eq!(
-        before.seen, after.seen,
+        before, after,
         "the restarted kubelet restarted or replaced containers"
     );
     for id in crictl_pods_all().lines() {
