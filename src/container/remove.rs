@@ -23,6 +23,9 @@ impl<S: SystemdClient + Clone> Containers<S> {
             .await
             .with_context(ctx)?;
         self.systemd.reset_failed(&unit).await.with_context(ctx)?;
+        if let Err(e) = self.delete_runtime_state(&c).await {
+            warn!(container_id = %c.id, "{}: the runtime's state: {e}", ctx());
+        }
         if !c.resources.hugepage_limits.is_empty() {
             // At worst an empty cgroup is left: not worth a Remove that
             // cannot finish.
@@ -81,6 +84,24 @@ impl<S: SystemdClient + Clone> Containers<S> {
         );
         self.emit(Event::ContainerRemoved(c.id.clone(), c.pod_id.clone()));
         Ok(c.id)
+    }
+
+    /// The runtime's state of the container, once its unit has stopped.
+    /// The unit's `ExecStopPost=` deletes it, but runs in the unit's cgroup,
+    /// inside the pod's: whatever kills every process of a pod's cgroup
+    /// kills that delete too (kubelet does, when it cleans up a pod's
+    /// slice, alongside its RemoveContainer). So what is left is deleted
+    /// here; the common case costs a stat.
+    async fn delete_runtime_state(&self, c: &Container) -> Result<()> {
+        let Some((_, handler)) = self.settings.runtime(&c.runtime_handler) else {
+            return Ok(());
+        };
+        if runtime::state_dir(handler, c.id.as_str()).is_some_and(|d| !d.exists()) {
+            return Ok(());
+        }
+        warn!(container_id = %c.id,
+            "container {}: its runtime state outlived the unit's ExecStopPost: deleting it", c.id);
+        runtime::delete(handler, c.id.as_str(), self.settings.stop_timeout()).await
     }
 
     /// Remove the container's cgroup in a cpuacct hierarchy apart from

@@ -1,7 +1,8 @@
-//! The OCI runtime run by the daemon itself, for the one verb that needs
+//! The OCI runtime run by the daemon itself, for the verbs that need
 //! nothing of a container's sandbox: `start`, which only opens the exec
 //! FIFO that `create` (the unit's `ExecStart=`, under systemd) left the
-//! container's process waiting on, so that it runs.
+//! container's process waiting on, so that it runs; `state`; and `delete`
+//! when the unit's `ExecStopPost=` did not get to it.
 //!
 //! It was the unit's `ExecStartPost=`; systemd forks that into the unit's
 //! cgroup, a second cgroup migration on every start (each one waits for an
@@ -13,8 +14,8 @@
 //! another user, is in the daemon's bounding set for this).
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::settings::RuntimeHandler;
-use std::path::Path;
+use crate::settings::{RuntimeHandler, RuntimeKind};
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
@@ -77,30 +78,9 @@ pub async fn start(h: &RuntimeHandler, log: &Path, id: &str, timeout: Duration) 
 /// `<runtime> [global] state <id>`: the container's status as the runtime
 /// knows it (`created`, `running`, `stopped`, `paused`).
 pub async fn status(h: &RuntimeHandler, id: &str, timeout: Duration) -> Result<String> {
-    let mut args = super::unit::global_args(h);
-    args.extend(["state".into(), id.into()]);
-    let name = h.path.display().to_string();
-    let run = tokio::process::Command::new(&h.path)
-        .args(&args)
-        .env_clear()
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(timeout, run)
-        .await
-        .map_err(|_| Error::timeout(format!("{name} state {id} did not return")))?
-        .map_err(|e| Error::new(ErrorKind::RuntimeFailed, format!("cannot run {name}: {e}")))?;
-    if !out.status.success() {
-        return Err(Error::new(
-            ErrorKind::RuntimeFailed,
-            format!(
-                "{name} state {id}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        ));
-    }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+    let out = output(h, &["state", id], timeout).await?;
+    let name = h.path.display();
+    let v: serde_json::Value = serde_json::from_slice(&out).map_err(|e| {
         Error::new(
             ErrorKind::RuntimeFailed,
             format!("{name} state {id}: not JSON: {e}"),
@@ -110,4 +90,77 @@ pub async fn status(h: &RuntimeHandler, id: &str, timeout: Duration) -> Result<S
         .and_then(|s| s.as_str())
         .unwrap_or_default()
         .to_owned())
+}
+
+/// `<runtime> [global] delete -f <id>`: the container's state gone.
+pub async fn delete(h: &RuntimeHandler, id: &str, timeout: Duration) -> Result<()> {
+    output(h, &["delete", "-f", id], timeout).await.map(drop)
+}
+
+/// Where the runtime keeps a container's state: under the handler's
+/// `--root`, else the runtime's own default for root; None for a runtime
+/// of a kind not known.
+pub fn state_dir(h: &RuntimeHandler, id: &str) -> Option<PathBuf> {
+    let root = if h.root.as_os_str().is_empty() {
+        PathBuf::from(match h.kind()? {
+            RuntimeKind::Crun => "/run/crun",
+            RuntimeKind::Runc => "/run/runc",
+        })
+    } else {
+        h.root.clone()
+    };
+    Some(root.join(id))
+}
+
+/// `<runtime> [global] <verb...>`, its stdout once it succeeded; what it
+/// said on stderr otherwise.
+async fn output(h: &RuntimeHandler, verb: &[&str], timeout: Duration) -> Result<Vec<u8>> {
+    let mut args = super::unit::global_args(h);
+    args.extend(verb.iter().map(|s| s.to_string()));
+    let name = format!("{} {}", h.path.display(), verb.join(" "));
+    let run = tokio::process::Command::new(&h.path)
+        .args(&args)
+        .env_clear()
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(timeout, run)
+        .await
+        .map_err(|_| Error::timeout(format!("{name} did not return")))?
+        .map_err(|e| Error::new(ErrorKind::RuntimeFailed, format!("cannot run {name}: {e}")))?;
+    if !out.status.success() {
+        return Err(Error::new(
+            ErrorKind::RuntimeFailed,
+            format!("{name}: {}", String::from_utf8_lossy(&out.stderr).trim()),
+        ));
+    }
+    Ok(out.stdout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_is_under_the_root_or_the_runtimes_default() {
+        let h = |path: &str, root: &str| RuntimeHandler {
+            path: path.into(),
+            kind: None,
+            root: root.into(),
+        };
+        assert_eq!(
+            state_dir(&h("/usr/bin/crun", ""), "c1"),
+            Some(PathBuf::from("/run/crun/c1"))
+        );
+        assert_eq!(
+            state_dir(&h("/usr/sbin/runc", ""), "c1"),
+            Some(PathBuf::from("/run/runc/c1"))
+        );
+        assert_eq!(
+            state_dir(&h("/usr/sbin/runc", "/run/podscope/runc"), "c1"),
+            Some(PathBuf::from("/run/podscope/runc/c1"))
+        );
+        assert_eq!(state_dir(&h("/opt/kata/runtime", ""), "c1"), None);
+    }
 }

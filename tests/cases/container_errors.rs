@@ -288,3 +288,49 @@ async fn a_runtime_that_hangs_fails_the_start_within_the_start_timeout_leaving_n
     })
     .await;
 }
+
+/// The unit's `ExecStopPost=` (the runtime's `delete`) runs inside the
+/// pod's cgroup, where kubelet, cleaning up a pod's slice, SIGKILLs every
+/// process it finds. A delete killed so leaves the runtime's state, and
+/// RemoveContainer deletes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn runtime_state_a_killed_exec_stop_post_left_is_deleted_at_remove() {
+    let _cleanup = Cleanup::new();
+    // crun, but a `delete` run in a container's unit dies by SIGKILL.
+    let script = "/run/podscope-test/crun-killed-in-units";
+    std::fs::create_dir_all("/run/podscope-test").unwrap();
+    std::fs::write(
+        script,
+        "#!/bin/sh\n\
+         case \" $* \" in *' delete '*) grep -q podscope-ctr- /proc/self/cgroup && kill -9 $$ ;; esac\n\
+         exec /usr/bin/crun \"$@\"\n",
+    )
+    .unwrap();
+    sh(&format!("chmod 755 {script}"));
+    let config = runtimes_config(
+        &format!("[runtimes.killed]\npath = \"{script}\"\nkind = \"crun\"\n"),
+        10_000,
+    );
+    with_config(&config, || async {
+        let (m, _c) = manager().await;
+        pull_busybox(&m).await;
+        let (pod, _) = log_pod(&m, "ctr-e-killed-delete", "killed").await;
+        let id = run(&m, &pod, "sleeper", sh_cmd("exec sleep 600")).await;
+        let state = format!("/run/crun/{id}");
+        m.stop_container(&id, 0).await.unwrap();
+        // What the unit's own delete leaves, when it is killed.
+        sh(&format!("systemctl stop podscope-ctr-{id}.service"));
+        assert!(
+            std::path::Path::new(&state).is_dir(),
+            "the unit's delete was killed: {state} is still there"
+        );
+        m.remove_container(&id).await.unwrap();
+        assert!(
+            !std::path::Path::new(&state).exists(),
+            "{state} outlived RemoveContainer"
+        );
+        assert!(m.container_status(&id).await.is_err(), "the record is gone");
+        m.remove(&pod).await.unwrap();
+    })
+    .await;
+}

@@ -444,9 +444,20 @@ async fn main() {
         !netns.contains("podscope-"),
         "network namespaces left: {netns}"
     );
+    // Nor a container's bundle, or its state in the OCI runtime.
+    for dir in ["/var/lib/podscope/containers", "/run/crun", "/run/runc"] {
+        let ids: Vec<String> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.len() == 64)
+            .collect();
+        assert!(ids.is_empty(), "containers left in {dir}: {ids:?}");
+    }
     ok!(
         t0,
-        "kubelet stopped, its pods removed: no unit, namespace or sandbox left"
+        "kubelet stopped, its pods removed: no unit, namespace, sandbox, bundle or runtime state left"
     );
     println!("e2e: passed in {}", elapsed(t0).trim());
 }
