@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// PID 1's mount namespace.
 const HOST_MNT_NS: &str = "/proc/1/ns/mnt";
@@ -216,11 +216,20 @@ impl HostNs {
 
     /// Remove the empty directory `dir` (a cgroup); gone already is fine.
     pub async fn remove_dir(&self, dir: &Path) -> Result<()> {
-        let op = Op::Rmdir { path: cpath(dir)? };
-        self.run(vec![op])
-            .await
-            .map(drop)
-            .map_err(|e| Error::io(format!("remove {}", dir.display()), e))
+        self.remove_dirs(&[dir.to_path_buf()]).await
+    }
+
+    /// Remove empty directories (cgroups), in one child, stopping at the
+    /// first that cannot go; gone already is fine.
+    pub async fn remove_dirs(&self, dirs: &[PathBuf]) -> Result<()> {
+        let ops = dirs
+            .iter()
+            .map(|d| Ok(Op::Rmdir { path: cpath(d)? }))
+            .collect::<Result<Vec<_>>>()?;
+        self.run(ops).await.map(drop).map_err(|e| {
+            let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+            Error::io(format!("remove {}", names.join(", ")), e)
+        })
     }
 
     /// Open `path` as the host sees it.

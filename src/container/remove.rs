@@ -88,20 +88,39 @@ impl<S: SystemdClient + Clone> Containers<S> {
 
     /// The runtime's state of the container, once its unit has stopped.
     /// The unit's `ExecStopPost=` deletes it, but runs in the unit's cgroup,
-    /// inside the pod's: whatever kills every process of a pod's cgroup
-    /// kills that delete too (kubelet does, when it cleans up a pod's
-    /// slice, alongside its RemoveContainer). So what is left is deleted
-    /// here; the common case costs a stat.
+    /// inside the pod's, and dies there: kubelet, cleaning up a pod's
+    /// slice alongside its RemoveContainer, SIGKILLs every process in it,
+    /// and `runc delete -f` kills every process of the container's cgroup,
+    /// itself among them. So what is left is deleted here; the common case
+    /// (crun) costs a stat.
     async fn delete_runtime_state(&self, c: &Container) -> Result<()> {
         let Some((_, handler)) = self.settings.runtime(&c.runtime_handler) else {
             return Ok(());
         };
-        if runtime::state_dir(handler, c.id.as_str()).is_some_and(|d| !d.exists()) {
+        let dir = runtime::state_dir(handler, c.id.as_str());
+        if dir.as_ref().is_some_and(|d| !d.exists()) {
             return Ok(());
         }
-        warn!(container_id = %c.id,
-            "container {}: its runtime state outlived the unit's ExecStopPost: deleting it", c.id);
-        runtime::delete(handler, c.id.as_str(), self.settings.stop_timeout()).await
+        match (handler.kind(), dir) {
+            // runc's own delete, run here, would write to the cgroup file
+            // system, which the daemon sees read-only; with every process
+            // gone (systemd stopped the unit), what it would do is remove
+            // the cgroups it made where systemd does not (freezer, cpuset,
+            // net_cls, perf_event on v1), then its state.
+            (Some(RuntimeKind::Runc), Some(dir)) => {
+                let state = std::fs::read(dir.join("state.json")).unwrap_or_default();
+                self.hostns
+                    .remove_dirs(&runtime::runc_cgroups(&state))
+                    .await?;
+                std::fs::remove_dir_all(&dir)
+                    .map_err(|e| Error::io(format!("remove {}", dir.display()), e))
+            }
+            _ => {
+                warn!(container_id = %c.id,
+                    "container {}: its runtime state outlived the unit's ExecStopPost: deleting it", c.id);
+                runtime::delete(handler, c.id.as_str(), self.settings.stop_timeout()).await
+            }
+        }
     }
 
     /// Remove the container's cgroup in a cpuacct hierarchy apart from

@@ -112,6 +112,28 @@ pub fn state_dir(h: &RuntimeHandler, id: &str) -> Option<PathBuf> {
     Some(root.join(id))
 }
 
+/// The cgroups runc made for a container, from its `state.json`
+/// (`cgroup_paths`: one per v1 hierarchy, the same directory for those
+/// mounted together, or the v2 one), each once.
+pub fn runc_cgroups(state_json: &[u8]) -> Vec<PathBuf> {
+    let v: serde_json::Value = serde_json::from_slice(state_json).unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = v
+        .get("cgroup_paths")
+        .and_then(|p| p.as_object())
+        .map(|paths| {
+            paths
+                .values()
+                .filter_map(|d| d.as_str())
+                .filter(|d| d.starts_with("/sys/fs/cgroup/"))
+                .map(PathBuf::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
 /// `<runtime> [global] <verb...>`, its stdout once it succeeded; what it
 /// said on stderr otherwise.
 async fn output(h: &RuntimeHandler, verb: &[&str], timeout: Duration) -> Result<Vec<u8>> {
@@ -162,5 +184,29 @@ mod tests {
             Some(PathBuf::from("/run/podscope/runc/c1"))
         );
         assert_eq!(state_dir(&h("/opt/kata/runtime", ""), "c1"), None);
+    }
+
+    #[test]
+    fn runcs_cgroups_are_read_from_its_state() {
+        // runc 1.1's state.json on a v1 hybrid node (shortened).
+        let state = br#"{"id":"c1","cgroup_paths":{
+            "":"/sys/fs/cgroup/unified/p.slice/c1.service",
+            "freezer":"/sys/fs/cgroup/freezer/p.slice/c1.service",
+            "net_cls":"/sys/fs/cgroup/net_cls,net_prio/p.slice/c1.service",
+            "net_prio":"/sys/fs/cgroup/net_cls,net_prio/p.slice/c1.service",
+            "name=systemd":"/sys/fs/cgroup/systemd/p.slice/c1.service",
+            "odd":"/etc/passwd"}}"#;
+        assert_eq!(
+            runc_cgroups(state),
+            [
+                "/sys/fs/cgroup/freezer/p.slice/c1.service",
+                "/sys/fs/cgroup/net_cls,net_prio/p.slice/c1.service",
+                "/sys/fs/cgroup/systemd/p.slice/c1.service",
+                "/sys/fs/cgroup/unified/p.slice/c1.service",
+            ]
+            .map(PathBuf::from)
+        );
+        assert!(runc_cgroups(b"not json").is_empty());
+        assert!(runc_cgroups(b"{}").is_empty());
     }
 }

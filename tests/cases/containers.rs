@@ -7,6 +7,7 @@ use podscope::api::container::{ContainerFilter, ContainerOptions, Resources, Sec
 use podscope::api::image::PullOptions;
 use podscope::api::CreateOptions;
 use podscope::domain::container::ContainerState;
+use podscope::domain::NamespaceMode;
 use podscope::ErrorKind;
 use std::time::Duration;
 
@@ -185,6 +186,82 @@ async fn exits_are_recorded_with_their_output_crun() {
 #[tokio::test]
 async fn exits_are_recorded_with_their_output_runc() {
     exits_are_recorded_with_their_output("runc").await;
+}
+
+/// RemoveContainer leaves nothing of the runtime's: not its state
+/// directory, and for runc not the v1 cgroups it made where systemd does
+/// not. In a pod's shared PID namespace (crictl's default, and kubelet's
+/// for `shareProcessNamespace`), runc's own `delete` in the unit's
+/// ExecStopPost kills every process of the cgroup, itself among them, so
+/// the daemon finishes the job.
+async fn removal_leaves_no_runtime_state(handler: &str, pid: NamespaceMode) {
+    let _cleanup = Cleanup::new();
+    let (m, _c) = manager().await;
+    pull_busybox(&m).await;
+    let pod = create_started(
+        &m,
+        "ctr-state",
+        CreateOptions {
+            runtime_handler: Some(handler.to_owned()),
+            pid_namespace: Some(pid),
+            ..Default::default()
+        },
+    )
+    .await;
+    let o = ContainerOptions {
+        security: Security {
+            pid_namespace: pid,
+            ..Default::default()
+        },
+        ..sh_cmd("exec sleep 600")
+    };
+    let id = run(&m, &pod, "sleeper", o).await;
+    let state = format!("/run/{handler}/{id}");
+    assert!(
+        std::path::Path::new(&state).is_dir(),
+        "{state} while it runs"
+    );
+    let cgroups: Vec<String> = match std::fs::read(format!("{state}/state.json")) {
+        Ok(json) => {
+            let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+            v["cgroup_paths"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|d| d.as_str().unwrap().to_owned())
+                .collect()
+        }
+        Err(_) => Vec::new(),
+    };
+    assert_eq!(
+        cgroups.is_empty(),
+        handler == "crun",
+        "runc's state names its cgroups: {cgroups:?}"
+    );
+    m.stop_container(&id, 0).await.unwrap();
+    m.remove_container(&id).await.unwrap();
+    assert!(
+        !std::path::Path::new(&state).exists(),
+        "{state} outlived RemoveContainer"
+    );
+    let left: Vec<&String> = cgroups
+        .iter()
+        .filter(|d| std::path::Path::new(d).exists())
+        .collect();
+    assert!(left.is_empty(), "cgroups left: {left:?}");
+    m.remove(&pod).await.unwrap();
+}
+
+#[tokio::test]
+async fn removal_leaves_no_runtime_state_crun() {
+    removal_leaves_no_runtime_state("crun", NamespaceMode::Container).await;
+    removal_leaves_no_runtime_state("crun", NamespaceMode::Pod).await;
+}
+
+#[tokio::test]
+async fn removal_leaves_no_runtime_state_runc() {
+    removal_leaves_no_runtime_state("runc", NamespaceMode::Container).await;
+    removal_leaves_no_runtime_state("runc", NamespaceMode::Pod).await;
 }
 
 #[tokio::test]
