@@ -209,6 +209,20 @@ fn runtimes_config(extra: &str, start_timeout_ms: u64) -> String {
     )
 }
 
+/// podscope.toml (`runtimes_config`) with a handler `name` of kind crun
+/// whose binary is the shell script `body`, written to
+/// /run/podscope-test/runtime-<name>.
+fn script_runtime(name: &str, body: &str, start_timeout_ms: u64) -> String {
+    let script = format!("/run/podscope-test/runtime-{name}");
+    std::fs::create_dir_all("/run/podscope-test").unwrap();
+    std::fs::write(&script, body).unwrap();
+    sh(&format!("chmod 755 {script}"));
+    runtimes_config(
+        &format!("[runtimes.{name}]\npath = \"{script}\"\nkind = \"crun\"\n"),
+        start_timeout_ms,
+    )
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_runtime_handler_whose_binary_is_missing_is_named() {
     let _cleanup = Cleanup::new();
@@ -238,14 +252,7 @@ async fn a_runtime_handler_whose_binary_is_missing_is_named() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_runtime_that_hangs_fails_the_start_within_the_start_timeout_leaving_no_unit() {
     let _cleanup = Cleanup::new();
-    let script = "/run/podscope-test/hanging-runtime";
-    std::fs::create_dir_all("/run/podscope-test").unwrap();
-    std::fs::write(script, "#!/bin/sh\nexec sleep 600\n").unwrap();
-    sh(&format!("chmod 755 {script}"));
-    let config = runtimes_config(
-        &format!("[runtimes.hang]\npath = \"{script}\"\nkind = \"crun\"\n"),
-        3000,
-    );
+    let config = script_runtime("hang", "#!/bin/sh\nexec sleep 600\n", 3000);
     with_config(&config, || async {
         let (m, _c) = manager().await;
         pull_busybox(&m).await;
@@ -297,18 +304,11 @@ async fn a_runtime_that_hangs_fails_the_start_within_the_start_timeout_leaving_n
 async fn runtime_state_a_killed_exec_stop_post_left_is_deleted_at_remove() {
     let _cleanup = Cleanup::new();
     // crun, but a `delete` run in a container's unit dies by SIGKILL.
-    let script = "/run/podscope-test/crun-killed-in-units";
-    std::fs::create_dir_all("/run/podscope-test").unwrap();
-    std::fs::write(
-        script,
+    let config = script_runtime(
+        "killed",
         "#!/bin/sh\n\
          case \" $* \" in *' delete '*) grep -q podscope-ctr- /proc/self/cgroup && kill -9 $$ ;; esac\n\
          exec /usr/bin/crun \"$@\"\n",
-    )
-    .unwrap();
-    sh(&format!("chmod 755 {script}"));
-    let config = runtimes_config(
-        &format!("[runtimes.killed]\npath = \"{script}\"\nkind = \"crun\"\n"),
         10_000,
     );
     with_config(&config, || async {
