@@ -116,6 +116,14 @@ pub struct Settings {
     pub pull_stall_timeout_ms: u64,
     /// Layers of one pull fetched at once.
     pub max_concurrent_downloads: u32,
+    /// The CRI streaming server (exec, attach, port-forward) listens on
+    /// this address (podscope-cri reads these)...
+    pub stream_address: std::net::IpAddr,
+    /// ...and port; 0 is one the kernel picks at each start.
+    pub stream_port: u16,
+    /// A streaming session with no traffic either way for this long is
+    /// closed.
+    pub stream_idle_timeout_ms: u64,
 }
 
 impl Default for Settings {
@@ -143,6 +151,9 @@ impl Default for Settings {
             pull_connect_timeout_ms: 30_000,
             pull_stall_timeout_ms: 60_000,
             max_concurrent_downloads: 3,
+            stream_address: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            stream_port: 0,
+            stream_idle_timeout_ms: 4 * 3600 * 1000,
         }
     }
 }
@@ -169,6 +180,7 @@ impl Settings {
             ("polkit_timeout_ms", s.polkit_timeout_ms),
             ("pull_connect_timeout_ms", s.pull_connect_timeout_ms),
             ("pull_stall_timeout_ms", s.pull_stall_timeout_ms),
+            ("stream_idle_timeout_ms", s.stream_idle_timeout_ms),
             (
                 "max_concurrent_downloads",
                 u64::from(s.max_concurrent_downloads),
@@ -235,6 +247,14 @@ impl Settings {
     pub fn start_timeout(&self) -> Duration {
         Duration::from_millis(self.start_timeout_ms)
     }
+    pub fn stream(&self) -> crate::cri::stream::StreamConfig {
+        crate::cri::stream::StreamConfig {
+            address: self.stream_address,
+            port: self.stream_port,
+            idle_timeout: Duration::from_millis(self.stream_idle_timeout_ms),
+        }
+    }
+
     pub fn stop_timeout(&self) -> Duration {
         Duration::from_millis(self.stop_timeout_ms)
     }

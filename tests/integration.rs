@@ -51,5 +51,7 @@ mod network;
 mod races;
 #[path = "cases/recovery.rs"]
 mod recovery;
+#[path = "cases/streaming.rs"]
+mod streaming;
 #[path = "cases/validation.rs"]
 mod validation;

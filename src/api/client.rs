@@ -225,6 +225,23 @@ impl Client {
         })
     }
 
+    /// Start `cmd` in a container with these descriptors (see api::exec);
+    /// the session then lives on `control`'s peer.
+    pub async fn exec(
+        &self,
+        id: &str,
+        cmd: &[String],
+        options: &crate::api::exec::ExecOptions,
+        stdio: &[std::os::fd::BorrowedFd<'_>],
+        control: std::os::fd::BorrowedFd<'_>,
+    ) -> zbus::Result<()> {
+        let stdio: Vec<zbus::zvariant::Fd<'_>> =
+            stdio.iter().map(|f| zbus::zvariant::Fd::from(*f)).collect();
+        self.proxy
+            .exec(id, cmd, options, &stdio, zbus::zvariant::Fd::from(control))
+            .await
+    }
+
     pub async fn pull_image(
         &self,
         reference: &str,

@@ -8,6 +8,7 @@ pub mod client;
 pub mod container;
 pub mod dict;
 pub mod errors;
+pub mod exec;
 pub mod image;
 pub mod proxy;
 pub mod sandbox;

@@ -67,6 +67,15 @@ pub trait Manager {
         timeout_ms: u64,
     ) -> zbus::Result<(i32, Vec<u8>, Vec<u8>)>;
 
+    fn exec(
+        &self,
+        id: &str,
+        cmd: &[String],
+        options: &crate::api::exec::ExecOptions,
+        stdio: &[zbus::zvariant::Fd<'_>],
+        control: zbus::zvariant::Fd<'_>,
+    ) -> zbus::Result<()>;
+
     #[zbus(signal)]
     fn container_created(&self, id: String, path: OwnedObjectPath) -> zbus::Result<()>;
     #[zbus(signal)]

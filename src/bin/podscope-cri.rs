@@ -9,16 +9,20 @@ use std::time::Duration;
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{error, info};
 
-const USAGE: &str = "usage: podscope-cri [--listen PATH] [--call-timeout SECONDS] [--version]
+const USAGE: &str =
+    "usage: podscope-cri [--listen PATH] [--call-timeout SECONDS] [--config PATH] [--version]
 
 Serves the CRI v1 RuntimeService and ImageService over gRPC, translating
 each call to org.podscope.Sandbox1 on the system bus. Normally started by
 systemd through podscope-cri.socket (/run/podscope/cri.sock); with --listen
-it binds PATH itself. PODSCOPE_LOG sets the log filter (default: info;
+it binds PATH itself. The streaming server (exec, attach, port-forward)
+listens where the config file (default /etc/podscope/podscope.toml) says.
+PODSCOPE_LOG sets the log filter (default: info;
 debug logs every call).";
 
 fn main() -> ExitCode {
     let mut listen: Option<PathBuf> = None;
+    let mut config = PathBuf::from(podscope::settings::DEFAULT_CONFIG_PATH);
     // Longer than any one daemon operation (a stop timeout plus CNI DEL).
     let mut call_timeout = Duration::from_secs(240);
     let mut args = std::env::args().skip(1);
@@ -40,6 +44,13 @@ fn main() -> ExitCode {
                     }
                 }
             }
+            "--config" => match args.next() {
+                Some(p) => config = p.into(),
+                None => {
+                    eprintln!("podscope-cri: --config needs a path\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
             "--version" => {
                 println!("podscope-cri {}", env!("CARGO_PKG_VERSION"));
                 return ExitCode::SUCCESS;
@@ -55,6 +66,13 @@ fn main() -> ExitCode {
         }
     }
     logging::init("podscope-cri");
+    let settings = match podscope::settings::Settings::load(&config) {
+        Ok(s) => s,
+        Err(e) => {
+            error!("{e}");
+            return ExitCode::from(1);
+        }
+    };
     // Before any thread exists: socket activation reads the environment.
     let listener = match cri::listener_for(listen) {
         Ok(l) => l,
@@ -87,7 +105,7 @@ fn main() -> ExitCode {
         };
         let _ = daemon::notify(false, &[NotifyState::Ready]);
         info!("podscope-cri serving CRI v1");
-        cri::serve(listener, call_timeout, shutdown).await
+        cri::serve(listener, call_timeout, settings.stream(), shutdown).await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -339,6 +339,45 @@ impl Service {
         Ok(())
     }
 
+    pub async fn exec(
+        self: &Arc<Self>,
+        hdr: &Header<'_>,
+        id: &str,
+        cmd: Vec<String>,
+        options: crate::api::exec::ExecOptions,
+        stdio: Vec<std::os::fd::OwnedFd>,
+        control: std::os::fd::OwnedFd,
+    ) -> Result<(), BusError> {
+        let entry = self.authorize_container(hdr, "Exec", id).await?;
+        if stdio.len() != options.stdio_count() {
+            return Err(Error::invalid(
+                "stdio",
+                format!(
+                    "{} descriptors given, options name {}",
+                    stdio.len(),
+                    options.stdio_count()
+                ),
+            )
+            .into());
+        }
+        let mut fds = stdio.into_iter();
+        let mut take = |on: bool| if on && !options.tty { fds.next() } else { None };
+        let io = crate::container::ExecIo {
+            tty: options.tty,
+            stdin: take(options.stdin),
+            stdout: take(options.stdout),
+            stderr: take(options.stderr),
+        };
+        let this = self.clone();
+        let run = self
+            .detached(async move { this.containers.start_exec(&entry, cmd, io).await })
+            .await?;
+        let timeout = (options.timeout_ms > 0).then(|| Duration::from_millis(options.timeout_ms));
+        let this = self.clone();
+        tokio::spawn(async move { this.containers.supervise_exec(run, control, timeout).await });
+        Ok(())
+    }
+
     pub async fn exec_sync(
         self: &Arc<Self>,
         hdr: &Header<'_>,

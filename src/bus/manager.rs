@@ -237,6 +237,26 @@ impl Manager {
         Ok((r.exit_code, r.stdout, r.stderr))
     }
 
+    // Start `cmd` in a running container with the caller's descriptors
+    // (`stdio`: the streams `options` names, in order) or a terminal; the
+    // session goes on over `control` (see api::exec). Answers once the
+    // command's unit is started.
+    async fn exec(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        id: &str,
+        cmd: Vec<String>,
+        options: DictArg<'_>,
+        stdio: Vec<zbus::zvariant::OwnedFd>,
+        control: zbus::zvariant::OwnedFd,
+    ) -> Result<(), BusError> {
+        let o: crate::api::exec::ExecOptions = from_dict(Some("options"), &options)?;
+        let stdio = stdio.into_iter().map(std::os::fd::OwnedFd::from).collect();
+        self.service
+            .exec(&hdr, id, cmd, o, stdio, control.into())
+            .await
+    }
+
     #[zbus(signal)]
     pub async fn container_created(
         emitter: &SignalEmitter<'_>,

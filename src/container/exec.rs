@@ -1,22 +1,29 @@
-//! ExecSync: a command run in a running container, as the OCI runtime's
-//! `exec` does it, its output captured (capped) and its exit code
-//! returned; killed at the timeout.
+//! Exec: a command run in a running container, as the OCI runtime's
+//! `exec` does it. One path for both callers: ExecSync (the daemon's own
+//! pipes, output captured and capped, killed at the timeout) and the
+//! streaming Exec (the caller's pipes, or a terminal the runtime makes in
+//! the container, killed when the caller hangs up).
 //!
 //! The daemon cannot run the runtime itself: its own sandbox (capability
 //! bounding set, no_new_privs, seccomp, a mount namespace of its own)
 //! would be the command's too. So the exec is a transient oneshot service
-//! in the pod's slice, started by systemd as the container was, its output
-//! on pipes the daemon reads. `AddRef=` keeps the unit, and with it the
-//! command's exit status, until the daemon has read it (or its bus
-//! connection goes, which ends the reference too).
+//! in the pod's slice, started by systemd as the container was, its
+//! standard streams the descriptors given. `AddRef=` keeps the unit, and
+//! with it the command's exit status, until the daemon has read it (or its
+//! bus connection goes, which ends the reference too). Everything the
+//! command starts is in that unit's cgroup, so one KillUnit ends it all.
 
 use super::*;
+use crate::api::exec::{send_event, ExecEvent};
 use std::os::fd::OwnedFd;
 
 /// Each of stdout and stderr is kept up to this; the rest is read and
 /// dropped (so the command never blocks on a full pipe). Both fit one D-Bus
 /// reply (the system bus takes 32 MiB a message).
 pub const OUTPUT_MAX: usize = 8 * 1024 * 1024;
+
+/// How long the runtime has to hand over a terminal's master.
+const TERMINAL_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExecOutput {
@@ -25,14 +32,44 @@ pub struct ExecOutput {
     pub stderr: Vec<u8>,
 }
 
+/// The command's standard streams: descriptors (None = /dev/null), or a
+/// terminal the runtime makes.
+#[derive(Debug, Default)]
+pub struct ExecIo {
+    pub tty: bool,
+    pub stdin: Option<OwnedFd>,
+    pub stdout: Option<OwnedFd>,
+    pub stderr: Option<OwnedFd>,
+}
+
+/// A started exec: its unit's job runs until the command ends.
+pub struct RunningExec {
+    unit: String,
+    /// Says what and where, for errors and logs.
+    what: String,
+    container_id: ContainerId,
+    handler_name: String,
+    job: tokio::task::JoinHandle<Result<()>>,
+    terminal: Option<tokio::task::JoinHandle<std::io::Result<OwnedFd>>>,
+    files: Vec<PathBuf>,
+    runtime_log: PathBuf,
+    started: std::time::Instant,
+}
+
+/// Why an exec was ended before its command was.
+enum Cut {
+    Timeout(Duration),
+    HangUp,
+}
+
 impl<S: SystemdClient + Clone> Containers<S> {
-    /// Run `cmd` in the container; `timeout` zero is none.
-    pub async fn exec_sync(
+    /// Start `cmd` in the container with `io`.
+    pub async fn start_exec(
         &self,
         entry: &Arc<ContainerEntry>,
         cmd: Vec<String>,
-        timeout: Duration,
-    ) -> Result<ExecOutput> {
+        io: ExecIo,
+    ) -> Result<RunningExec> {
         if cmd.is_empty() {
             return Err(Error::invalid("cmd", "must not be empty"));
         }
@@ -52,24 +89,69 @@ impl<S: SystemdClient + Clone> Containers<S> {
             .get(&c.pod_id)
             .ok_or_else(|| Error::not_found(format!("sandbox {} is gone", c.pod_id)))?;
         let (handler_name, handler) = self.runtime_of(&pod.snapshot())?;
-        let ctx = || format!("container {} ({}): exec", c.id, c.config.name);
-        let io = |e: std::io::Error| Error::io(format!("{}: pipes", ctx()), e);
-        let (out_r, out_w) = logs::pipe().map_err(io)?;
-        let (err_r, err_w) = logs::pipe().map_err(io)?;
-        let stdout = tokio::spawn(collect(out_r));
-        let stderr = tokio::spawn(collect(err_r));
-        let unit = format!(
-            "podscope-exec-{}-{}.service",
-            c.id.short(),
-            &crate::domain::ContainerId::random().as_str()[..16]
-        );
+        let what = format!("container {} ({}): exec {:?}", c.id, c.config.name, cmd[0]);
+        let xid = crate::domain::ContainerId::random().as_str()[..16].to_owned();
+        let unit = format!("podscope-exec-{}-{xid}.service", c.id.short());
+        let dir = self.run_dir(&c.id);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("{what}: {}", dir.display()), e))?;
         // The container's own process (user, groups, environment,
         // capabilities, working directory, no_new_privs) with `cmd` as its
         // argv, as containerd hands runc an exec: a bare `crun exec`
         // would run as root.
-        let process_file = self.exec_process_file(&c, &cmd)?;
+        let process_file = dir.join(format!("exec-{xid}.json"));
+        self.write_exec_process(&c, &cmd, io.tty, &process_file)
+            .with_context(|| what.clone())?;
+        let runtime_log = dir.join(format!("exec-{xid}.log"));
+        let mut files = vec![process_file.clone(), runtime_log.clone()];
+        let terminal = if io.tty {
+            // Not beside the others: a socket's path must fit sun_path.
+            let sockets = self.settings.run_dir.join("exec");
+            let _ = std::fs::create_dir_all(&sockets);
+            let path = sockets.join(format!("{xid}.sock"));
+            let l = tokio::net::UnixListener::bind(&path)
+                .map_err(|e| Error::io(format!("{what}: listen on {}", path.display()), e));
+            let l = match l {
+                Ok(l) => l,
+                Err(e) => {
+                    remove_files(&files);
+                    return Err(e);
+                }
+            };
+            files.push(path.clone());
+            Some((path, l))
+        } else {
+            None
+        };
+        let log_arg = format!("--log={}", runtime_log.display());
         let process_arg = process_file.display().to_string();
-        let args = vec!["exec", "--process", &process_arg, c.id.as_str()];
+        let mut args = vec![log_arg.as_str(), "exec", "--process", &process_arg];
+        let console = terminal.as_ref().map(|(p, _)| p.display().to_string());
+        if let Some(c) = &console {
+            args.extend(["--console-socket", c]);
+        }
+        args.push(c.id.as_str());
+        let stdio = |fd: Option<OwnedFd>| match fd {
+            Some(fd) => Prop::Fd(Arc::new(fd)),
+            None => Prop::Str("null".into()),
+        };
+        let (in_name, out_name, err_name) = (
+            if io.stdin.is_some() {
+                "StandardInputFileDescriptor"
+            } else {
+                "StandardInput"
+            },
+            if io.stdout.is_some() {
+                "StandardOutputFileDescriptor"
+            } else {
+                "StandardOutput"
+            },
+            if io.stderr.is_some() {
+                "StandardErrorFileDescriptor"
+            } else {
+                "StandardError"
+            },
+        );
         let props = vec![
             (
                 "Description",
@@ -87,42 +169,209 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 "ExecStart",
                 Prop::Exec(vec![unit::command(handler, &args, false)]),
             ),
-            ("StandardInput", Prop::Str("null".into())),
-            ("StandardOutputFileDescriptor", Prop::Fd(Arc::new(out_w))),
-            ("StandardErrorFileDescriptor", Prop::Fd(Arc::new(err_w))),
+            (in_name, stdio(io.stdin)),
+            (out_name, stdio(io.stdout)),
+            (err_name, stdio(io.stderr)),
             // The timeout is ours; systemd's start timeout must not cut a
             // long command (kubelet's probes, a debug shell) short first.
             ("TimeoutStartUSec", Prop::U64(u64::MAX)),
             ("KillMode", Prop::Str("control-group".into())),
         ];
-        let limit = if timeout.is_zero() {
-            Duration::from_secs(365 * 24 * 3600)
-        } else {
-            timeout
+        let systemd = self.systemd.clone();
+        let job_unit = unit.clone();
+        // The job ends when the command does (a oneshot's start); a year
+        // stands for never, the caller's timeout is applied in `finish`.
+        let job = tokio::spawn(async move {
+            systemd
+                .start_transient(&job_unit, props, Duration::from_secs(365 * 24 * 3600))
+                .await
+        });
+        let terminal = terminal.map(|(_, l)| tokio::spawn(super::start::receive_console(l)));
+        Ok(RunningExec {
+            unit,
+            what,
+            container_id: c.id.clone(),
+            handler_name: handler_name.to_owned(),
+            job,
+            terminal,
+            files,
+            runtime_log,
+            started: std::time::Instant::now(),
+        })
+    }
+
+    /// Run `cmd` in the container, its output captured; `timeout` zero is
+    /// none.
+    pub async fn exec_sync(
+        &self,
+        entry: &Arc<ContainerEntry>,
+        cmd: Vec<String>,
+        timeout: Duration,
+    ) -> Result<ExecOutput> {
+        let io = |e: std::io::Error| Error::io(format!("container {}: exec: pipes", entry.id), e);
+        let (out_r, out_w) = logs::pipe().map_err(io)?;
+        let (err_r, err_w) = logs::pipe().map_err(io)?;
+        let stdout = tokio::spawn(collect(out_r));
+        let stderr = tokio::spawn(collect(err_r));
+        let run = self
+            .start_exec(
+                entry,
+                cmd,
+                ExecIo {
+                    tty: false,
+                    stdin: None,
+                    stdout: Some(out_w),
+                    stderr: Some(err_w),
+                },
+            )
+            .await;
+        let run = match run {
+            Ok(r) => r,
+            Err(e) => {
+                stdout.abort();
+                stderr.abort();
+                return Err(e);
+            }
         };
-        let t0 = std::time::Instant::now();
-        let started = self.systemd.start_transient(&unit, props, limit).await;
-        let result: Option<Error> = match started {
-            Ok(()) => None,
-            // The command failed (a non-zero exit fails a oneshot's job):
-            // the exit status says how, if the unit was made at all.
-            Err(e) if e.kind() == ErrorKind::SystemdFailed => {
+        let limit = if timeout.is_zero() {
+            None
+        } else {
+            Some(timeout)
+        };
+        let code = self.finish_exec(run, limit, std::future::pending()).await;
+        match code {
+            Ok(exit_code) => Ok(ExecOutput {
+                exit_code,
+                stdout: stdout.await.unwrap_or_default(),
+                stderr: stderr.await.unwrap_or_default(),
+            }),
+            Err(e) => {
+                stdout.abort();
+                stderr.abort();
+                Err(e)
+            }
+        }
+    }
+
+    /// The streaming Exec's life after its start: the terminal's master
+    /// and the end go to `control`; the caller closing it kills the
+    /// command. Never fails: what went wrong is the last event.
+    pub async fn supervise_exec(
+        &self,
+        mut run: RunningExec,
+        control: OwnedFd,
+        timeout: Option<Duration>,
+    ) {
+        let control = match tokio_control(control) {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(container_id = %run.container_id, "{}: control socket: {e}", run.what);
+                let _ = self
+                    .finish_exec(run, Some(Duration::ZERO), std::future::pending())
+                    .await;
+                return;
+            }
+        };
+        let (hung_up_tx, hung_up) = tokio::sync::oneshot::channel::<()>();
+        let watch = {
+            let control = control.clone();
+            tokio::spawn(async move {
+                hang_up(&control).await;
+                let _ = hung_up_tx.send(());
+            })
+        };
+        let mut hung_up = hung_up;
+        if let Some(term) = run.terminal.take() {
+            tokio::select! {
+                t = tokio::time::timeout(TERMINAL_TIMEOUT, term) => {
+                    let master = match t {
+                        Ok(Ok(Ok(fd))) => Ok(fd),
+                        Ok(Ok(Err(e))) => Err(e.to_string()),
+                        Ok(Err(e)) => Err(e.to_string()),
+                        Err(_) => Err("the runtime sent no terminal".to_owned()),
+                    };
+                    match master {
+                        Ok(fd) => {
+                            tell(&control, &ExecEvent::Terminal, Some(&fd));
+                        }
+                        Err(e) => {
+                            // The job's end says more (the runtime's own
+                            // words) if it has ended; else this is why.
+                            if !run.job.is_finished() {
+                                warn!(container_id = %run.container_id, "{}: terminal: {e}", run.what);
+                            }
+                        }
+                    }
+                }
+                _ = &mut hung_up => {}
+            }
+        }
+        let end = self
+            .finish_exec(run, timeout, async move {
+                let _ = hung_up.await;
+            })
+            .await;
+        let ev = match end {
+            Ok(exit_code) => ExecEvent::Exited { exit_code },
+            Err(e) => ExecEvent::Failed {
+                name: crate::api::errors::error_name(e.kind()).to_owned(),
+                message: e.to_string(),
+            },
+        };
+        tell(&control, &ev, None);
+        watch.abort();
+    }
+
+    /// Wait for the command's end, or cut it short at `timeout` or when
+    /// `cut` resolves; then read its status and let the unit go.
+    async fn finish_exec(
+        &self,
+        mut run: RunningExec,
+        timeout: Option<Duration>,
+        cut: impl std::future::Future<Output = ()>,
+    ) -> Result<i32> {
+        let deadline = async {
+            match timeout {
+                Some(t) => tokio::time::sleep(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        let outcome: std::result::Result<Result<()>, Cut> = tokio::select! {
+            r = &mut run.job => Ok(r.unwrap_or_else(|e| Err(Error::internal(format!("exec task: {e}"))))),
+            _ = deadline => Err(Cut::Timeout(timeout.unwrap_or_default())),
+            _ = cut => Err(Cut::HangUp),
+        };
+        let unit = run.unit.clone();
+        let result: Result<i32> = match outcome {
+            Ok(job) => {
+                let failed = job.err();
                 match self.systemd.service_status(&unit).await {
-                    Ok(Some(_)) => None,
-                    _ => Some(e.context(ctx())),
+                    Ok(Some(st)) if st.main_exited() => {
+                        let said = std::fs::read_to_string(&run.runtime_log).unwrap_or_default();
+                        match super::start::runtime_message(&said) {
+                            // The runtime itself failed (no such binary in
+                            // the image, a bad working directory).
+                            Some(m) if st.exit_code() != 0 => Err(Error::new(
+                                ErrorKind::RuntimeFailed,
+                                format!("{}: runtime {}: {m}", run.what, run.handler_name),
+                            )),
+                            _ => Ok(st.exit_code()),
+                        }
+                    }
+                    Ok(_) => {
+                        Err(failed
+                            .map(|e| e.context(run.what.clone()))
+                            .unwrap_or_else(|| {
+                                Error::internal(format!(
+                                    "{}: its unit {unit} went away before its exit status was read",
+                                    run.what
+                                ))
+                            }))
+                    }
+                    Err(e) => Err(e.context(run.what.clone())),
                 }
             }
-            Err(e) if e.kind() == ErrorKind::Timeout => Some(Error::timeout(format!(
-                "{}: {:?} did not finish within {} ms",
-                ctx(),
-                cmd[0],
-                timeout.as_millis()
-            ))),
-            Err(e) => Some(e.context(ctx())),
-        };
-        let _ = std::fs::remove_file(&process_file);
-        let status = match result {
-            Some(e) => {
+            Err(cut) => {
                 // Killed with everything it started (all of it is in the
                 // exec unit's cgroup).
                 let _ = self.systemd.kill_unit(&unit, libc::SIGKILL).await;
@@ -130,66 +379,102 @@ impl<S: SystemdClient + Clone> Containers<S> {
                     .systemd
                     .stop_unit(&unit, self.settings.stop_timeout())
                     .await;
-                let _ = self.systemd.reset_failed(&unit).await;
-                self.systemd.unref(&unit).await;
-                stdout.abort();
-                stderr.abort();
-                return Err(e);
+                run.job.abort();
+                Err(match cut {
+                    Cut::Timeout(t) => Error::timeout(format!(
+                        "{}: did not finish within {} ms",
+                        run.what,
+                        t.as_millis()
+                    )),
+                    Cut::HangUp => {
+                        Error::internal(format!("{}: killed: its caller hung up", run.what))
+                    }
+                })
             }
-            None => self.systemd.service_status(&unit).await,
         };
+        if let Some(t) = run.terminal.take() {
+            t.abort();
+        }
         let _ = self.systemd.reset_failed(&unit).await;
         self.systemd.unref(&unit).await;
-        let st = status.with_context(ctx)?.ok_or_else(|| {
-            Error::internal(format!(
-                "{}: its unit {unit} went away before its exit status was read",
-                ctx()
-            ))
-        })?;
-        let out = ExecOutput {
-            exit_code: st.exit_code(),
-            stdout: stdout.await.unwrap_or_default(),
-            stderr: stderr.await.unwrap_or_default(),
-        };
+        remove_files(&run.files);
         debug!(
-            container_id = %c.id,
-            exit_code = out.exit_code,
-            elapsed_us = t0.elapsed().as_micros() as u64,
-            "container {}: exec {:?} ({handler_name}) exited {} in {} µs",
-            c.id,
-            cmd[0],
-            out.exit_code,
-            t0.elapsed().as_micros()
+            container_id = %run.container_id,
+            unit = %unit,
+            elapsed_us = run.started.elapsed().as_micros() as u64,
+            "{} ({}) ended in {} µs: {:?}",
+            run.what,
+            run.handler_name,
+            run.started.elapsed().as_micros(),
+            result.as_ref().map_err(|e| e.to_string())
         );
-        Ok(out)
+        result
+    }
+
+    /// The exec's process.json: the container's process with `cmd`.
+    fn write_exec_process(
+        &self,
+        c: &Container,
+        cmd: &[String],
+        tty: bool,
+        path: &Path,
+    ) -> Result<()> {
+        let bundle = self.bundle(&c.id);
+        let text = std::fs::read(bundle.join("config.json"))
+            .map_err(|e| Error::io("read its config.json", e))?;
+        let spec: crate::oci::spec::Spec = serde_json::from_slice(&text)
+            .map_err(|e| Error::internal(format!("its config.json: {e}")))?;
+        let mut process = spec.process.unwrap_or_default();
+        process.args = cmd.to_vec();
+        process.terminal = tty;
+        process.console_size = None;
+        if tty && !process.env.iter().any(|e| e.starts_with("TERM=")) {
+            // As containerd and CRI-O do for a terminal.
+            process.env.push("TERM=xterm".into());
+        }
+        let json = serde_json::to_vec(&process).expect("a process serialises");
+        std::fs::write(path, json).map_err(|e| Error::io(format!("write {}", path.display()), e))
     }
 }
 
-impl<S: SystemdClient + Clone> Containers<S> {
-    /// The exec's process.json, in the container's run directory.
-    fn exec_process_file(&self, c: &Container, cmd: &[String]) -> Result<PathBuf> {
-        let ctx = || format!("container {}: exec", c.id);
-        let bundle = self.bundle(&c.id);
-        let text = std::fs::read(bundle.join("config.json"))
-            .map_err(|e| Error::io(format!("{}: read its config.json", ctx()), e))?;
-        let spec: crate::oci::spec::Spec = serde_json::from_slice(&text)
-            .map_err(|e| Error::internal(format!("{}: its config.json: {e}", ctx())))?;
-        let mut process = spec.process.unwrap_or_default();
-        process.args = cmd.to_vec();
-        process.terminal = false;
-        process.console_size = None;
-        let dir = self.run_dir(&c.id);
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::io(format!("{}: {}", ctx(), dir.display()), e))?;
-        let path = dir.join(format!(
-            "exec-{}.json",
-            &crate::domain::ContainerId::random().as_str()[..16]
-        ));
-        let json = serde_json::to_vec(&process).expect("a process serialises");
-        std::fs::write(&path, json)
-            .map_err(|e| Error::io(format!("{}: write {}", ctx(), path.display()), e))?;
-        Ok(path)
+fn remove_files(files: &[PathBuf]) {
+    for f in files {
+        let _ = std::fs::remove_file(f);
     }
+}
+
+/// The daemon's end of the control socket, shared by the hang-up watch and
+/// the event writer.
+type Control = Arc<tokio::net::UnixStream>;
+
+fn tokio_control(fd: OwnedFd) -> std::io::Result<Control> {
+    let s = std::os::unix::net::UnixStream::from(fd);
+    s.set_nonblocking(true)?;
+    Ok(Arc::new(tokio::net::UnixStream::from_std(s)?))
+}
+
+/// Resolves when the caller's end is closed (or errs); whatever the caller
+/// writes is read and dropped.
+async fn hang_up(c: &Control) {
+    let mut buf = [0u8; 256];
+    loop {
+        if c.readable().await.is_err() {
+            return;
+        }
+        match c.try_read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Write an event (never blocks for long: lines are short, and a caller
+/// that stopped reading its control socket loses the event).
+fn tell(c: &Control, ev: &ExecEvent, fd: Option<&OwnedFd>) {
+    use std::os::fd::AsFd;
+    let _ = send_event(c.as_fd(), ev, fd);
 }
 
 /// Read a pipe to its end (every writer gone: the unit's end closes

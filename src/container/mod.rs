@@ -32,7 +32,7 @@ mod tests;
 pub mod unit;
 mod update;
 
-pub use exec::ExecOutput;
+pub use exec::{ExecIo, ExecOutput, RunningExec};
 
 use crate::domain::container::{
     exit_reason, id_from_container_unit, Container, ContainerConfig, ContainerExit, ContainerKey,

@@ -578,7 +578,7 @@ pub(super) fn runtime_message(log: &str) -> Option<String> {
 
 /// Accept the runtime's connection on the console socket and take the
 /// terminal's master it sends.
-async fn receive_console(l: tokio::net::UnixListener) -> std::io::Result<OwnedFd> {
+pub(super) async fn receive_console(l: tokio::net::UnixListener) -> std::io::Result<OwnedFd> {
     use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
     use std::os::fd::{AsRawFd, FromRawFd, RawFd};
     let (stream, _) = l.accept().await?;

@@ -555,6 +555,52 @@ impl Cri {
         })
     }
 
+    /// A URL on the streaming server for this exec, once the container is
+    /// known to be running (the client learns of a bad id here, not after
+    /// its upgrade).
+    pub(super) async fn exec(&self, req: cri::ExecRequest) -> Result<cri::ExecResponse, Status> {
+        if req.container_id.is_empty() {
+            return Err(invalid("container_id", "must not be empty"));
+        }
+        if req.cmd.is_empty() {
+            return Err(invalid("cmd", "must not be empty"));
+        }
+        if req.tty && req.stderr {
+            return Err(invalid("stderr", "tty and stderr cannot both be true"));
+        }
+        if !req.stdin && !req.stdout && !req.stderr {
+            return Err(invalid(
+                "stdout",
+                "one of stdin, stdout, or stderr must be set",
+            ));
+        }
+        self.running(&req.container_id).await?;
+        let url = self
+            .stream
+            .url(super::stream::tokens::Request::Exec(req))
+            .map_err(|_| {
+                Status::resource_exhausted("maximum number of in-flight requests exceeded")
+            })?;
+        Ok(cri::ExecResponse { url })
+    }
+
+    /// NotFound for an unknown container, FailedPrecondition for one that
+    /// is not running.
+    async fn running(&self, id: &str) -> Result<(), Status> {
+        let s = self
+            .daemon
+            .rpc(|m| async move { m.container_status(id).await })
+            .await?;
+        if s.state != crate::domain::container::ContainerState::Running {
+            return Err(Status::failed_precondition(format!(
+                "container {} is {}, not running",
+                s.id,
+                s.state.as_str()
+            )));
+        }
+        Ok(())
+    }
+
     pub(super) async fn update_container_resources(
         &self,
         req: cri::UpdateContainerResourcesRequest,

@@ -15,6 +15,7 @@ pub mod errors;
 pub mod image;
 pub mod runtime;
 pub mod stats;
+pub mod stream;
 
 use crate::error::{Error, Result};
 use k8s_cri::v1::image_service_server::ImageServiceServer;
@@ -77,13 +78,18 @@ pub fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener> {
 pub async fn serve(
     listener: std::os::unix::net::UnixListener,
     call_timeout: std::time::Duration,
+    streaming: stream::StreamConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
     listener
         .set_nonblocking(true)
         .map_err(|e| Error::io("socket", e))?;
     let listener = UnixListener::from_std(listener).map_err(|e| Error::io("socket", e))?;
-    let cri = runtime::Cri::new(daemon::Daemon::new(call_timeout));
+    let daemon = Arc::new(daemon::Daemon::new(call_timeout));
+    let (stream_server, stream_listener) = stream::StreamServer::bind(&streaming)?;
+    tracing::info!("streaming server on {}", stream_server.base_url());
+    tokio::spawn(stream_server.clone().serve(stream_listener, daemon.clone()));
+    let cri = runtime::Cri::new(daemon, stream_server);
     let runtime_svc = RuntimeServiceServer::new(runtime::RuntimeApi(Arc::clone(&cri)))
         .max_decoding_message_size(MAX_MESSAGE_SIZE)
         .max_encoding_message_size(MAX_MESSAGE_SIZE);

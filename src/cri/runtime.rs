@@ -23,15 +23,18 @@ use tracing::{debug, warn};
 const KUBELET_API_VERSION: &str = "0.1.0";
 
 pub struct Cri {
-    pub daemon: Daemon,
+    pub daemon: Arc<Daemon>,
     pub(super) rates: CpuRates,
+    /// Where Exec, Attach and PortForward send their clients.
+    pub(super) stream: Arc<super::stream::StreamServer>,
 }
 
 impl Cri {
-    pub fn new(daemon: Daemon) -> Arc<Self> {
+    pub fn new(daemon: Arc<Daemon>, stream: Arc<super::stream::StreamServer>) -> Arc<Self> {
         Arc::new(Cri {
             daemon,
             rates: CpuRates::default(),
+            stream,
         })
     }
 }
@@ -662,9 +665,13 @@ impl RuntimeService for RuntimeApi {
     }
     async fn exec(
         &self,
-        _: Request<cri::ExecRequest>,
+        req: Request<cri::ExecRequest>,
     ) -> Result<Response<cri::ExecResponse>, Status> {
-        Err(unimplemented("Exec"))
+        let req = req.into_inner();
+        traced("Exec", &req.container_id.clone(), async {
+            self.0.exec(req).await
+        })
+        .await
     }
     async fn attach(
         &self,

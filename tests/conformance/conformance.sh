@@ -224,13 +224,11 @@ run_critest() {
 LOGDIR=$(mktemp -d)
 # The whole suite, once. What may fail, and why, by name; anything else
 # failing fails the target:
-#   - the five streaming specs: Exec, Attach and PortForward answer
-#     UNIMPLEMENTED until the streaming server lands;
+#   - three streaming specs: Attach and PortForward answer UNIMPLEMENTED
+#     until they land (exec is served);
 #   - the digest-pinned image: its digest names a manifest on gcr.io that no
 #     offline registry can serve (containerd fails it here too).
-ALLOWED_FAILURES='Streaming runtime should support streaming interfaces runtime should support exec with tty=false and stdin=false
-Streaming runtime should support streaming interfaces runtime should support exec with tty=true and stdin=true
-Streaming runtime should support streaming interfaces runtime should support attach
+ALLOWED_FAILURES='Streaming runtime should support streaming interfaces runtime should support attach
 Streaming runtime should support streaming interfaces runtime should support portforward
 Streaming runtime should support streaming interfaces runtime should support portforward in host network
 Image Manager public image with digest should be pulled and removed'

@@ -1,0 +1,249 @@
+//! The CRI streaming server, driven by crictl (client-go's SPDY executor,
+//! as kubelet's proxy and critest use it) and by raw HTTP for what no
+//! client would send: exec with and without a terminal, stdin, exit codes,
+//! a client that hangs up, tokens that serve once.
+
+use crate::common::*;
+use crate::containers::{log_pod, pull_busybox, run, sh_cmd};
+use k8s_cri::v1 as cri;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+const EP: &str = "unix:///run/podscope/cri.sock";
+
+fn crictl_cmd(args: &str) -> String {
+    format!(
+        "{} --runtime-endpoint {EP} --image-endpoint {EP} {args}",
+        crictl()
+    )
+}
+
+/// No exec's unit and no exec socket left behind.
+fn no_exec_left() {
+    wait_until(Duration::from_secs(10), || {
+        sh("systemctl list-units --all --plain --no-legend 'podscope-exec-*' | wc -l").trim() == "0"
+    });
+    let left = sh("ls /run/podscope/exec 2>/dev/null | wc -l");
+    assert_eq!(
+        left.trim(),
+        "0",
+        "exec sockets left: {}",
+        sh("ls -l /run/podscope/exec")
+    );
+}
+
+/// A running busybox container (`sleep`) in a pod of its own.
+async fn sleeper(m: &Client, prefix: &str, handler: &str) -> (String, String) {
+    pull_busybox(m).await;
+    let (pod, _) = log_pod(m, prefix, handler).await;
+    let id = run(m, &pod, "sleeper", sh_cmd("exec sleep 3600")).await;
+    (pod, id)
+}
+
+async fn crictl_exec_relays_output_stdin_and_exit_codes(handler: &str) {
+    let (m, _) = manager().await;
+    let (pod, id) = sleeper(&m, "sx", handler).await;
+    let (rc, out, err) = sh_out(&crictl_cmd(&format!("exec {id} echo hello")));
+    assert_eq!((rc, out.as_str()), (0, "hello\n"), "{err}");
+
+    let (rc, out, err) = sh_out(&crictl_cmd(&format!(
+        "exec {id} sh -c 'echo out; echo err >&2; exit 3'"
+    )));
+    assert_ne!(rc, 0);
+    assert_eq!(out, "out\n");
+    assert!(err.contains("err\n"), "{err}");
+    assert!(err.contains("command terminated with exit code 3"), "{err}");
+
+    let (rc, out, err) = sh_out(&format!(
+        "printf 'one\\ntwo\\n' | {}",
+        crictl_cmd(&format!("exec -i {id} sh -c 'cat; echo done'"))
+    ));
+    assert_eq!((rc, out.as_str()), (0, "one\ntwo\ndone\n"), "{err}");
+
+    // A binary the image does not have: the runtime's own words.
+    let (rc, _, err) = sh_out(&crictl_cmd(&format!("exec {id} no-such-binary")));
+    assert_ne!(rc, 0);
+    assert!(err.contains("no-such-binary"), "{err}");
+    assert!(err.contains("not found"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "runtime {}",
+            if handler.is_empty() { "crun" } else { handler }
+        )),
+        "{err}"
+    );
+
+    no_exec_left();
+    m.remove(&pod).await.unwrap();
+}
+
+#[tokio::test]
+async fn crictl_exec_relays_output_stdin_and_exit_codes_crun() {
+    crictl_exec_relays_output_stdin_and_exit_codes("crun").await;
+}
+
+#[tokio::test]
+async fn crictl_exec_relays_output_stdin_and_exit_codes_runc() {
+    crictl_exec_relays_output_stdin_and_exit_codes("runc").await;
+}
+
+/// `crictl exec -it` on a real terminal (script(1)): the runtime's pty in
+/// the container (a controlling terminal, so job control and ^C work),
+/// the client's size, and the shell's exit code.
+#[tokio::test]
+async fn crictl_exec_it_runs_on_a_real_terminal() {
+    let (m, _) = manager().await;
+    let (pod, id) = sleeper(&m, "st", "").await;
+    let script = format!(
+        "( sleep 1; printf 'tty; stty size; set -m && echo jobs-on\\r'; sleep 1; printf 'exit 5\\r'; sleep 1 ) \
+         | script -qec \"stty cols 123 rows 45; {}\" /dev/null",
+        crictl_cmd(&format!("exec -it {id} sh"))
+    );
+    let (_, out, err) = sh_out(&script);
+    let all = format!("{out}{err}");
+    assert!(all.contains("/dev/pts/0"), "{all}");
+    assert!(all.contains("45 123"), "{all}");
+    assert!(all.contains("jobs-on"), "{all}");
+    assert!(all.contains("command terminated with exit code 5"), "{all}");
+    no_exec_left();
+    m.remove(&pod).await.unwrap();
+}
+
+/// A client that goes away takes its command, and all it started, with it.
+#[tokio::test]
+async fn a_hung_up_exec_is_killed_with_all_it_started() {
+    let (m, _) = manager().await;
+    let (pod, id) = sleeper(&m, "sh", "").await;
+    let mut child = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "exec {}",
+            crictl_cmd(&format!("exec {id} sh -c 'sleep 1001 & sleep 1002'"))
+        ))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(10), || {
+        sh_status("pgrep -f 'sleep 1001' >/dev/null && pgrep -f 'sleep 1002' >/dev/null") == 0
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_until(Duration::from_secs(10), || {
+        sh_status("pgrep -f 'sleep 100[12]' >/dev/null") != 0
+    });
+    no_exec_left();
+    // The container itself is untouched.
+    let s = m.container_status(&id).await.unwrap();
+    assert_eq!(
+        s.state,
+        podscope::domain::container::ContainerState::Running
+    );
+    m.remove(&pod).await.unwrap();
+}
+
+/// Unknown and stopped containers are refused at the Exec call, named.
+#[tokio::test]
+async fn exec_refuses_unknown_and_stopped_containers() {
+    let (m, _) = manager().await;
+    let (pod, id) = sleeper(&m, "su", "").await;
+    let (rc, _, err) = sh_out(&crictl_cmd("exec 0123456789ab true"));
+    assert_ne!(rc, 0);
+    assert!(err.contains("NotFound"), "{err}");
+    m.stop_container(&id, 0).await.unwrap();
+    let (rc, _, err) = sh_out(&crictl_cmd(&format!("exec {id} true")));
+    assert_ne!(rc, 0);
+    assert!(
+        err.contains("FailedPrecondition") && err.contains("not running"),
+        "{err}"
+    );
+    no_exec_left();
+    m.remove(&pod).await.unwrap();
+}
+
+async fn cri_client() -> RuntimeServiceClient<tonic::transport::Channel> {
+    let ch = podscope::cri::channel(std::path::Path::new("/run/podscope/cri.sock"))
+        .await
+        .unwrap();
+    RuntimeServiceClient::new(ch)
+}
+
+/// Send a request head to the streaming server; its status line.
+fn status_of(url: &str, path: &str, protocols: &[&str]) -> String {
+    let host = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut s = std::net::TcpStream::connect(&host).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n"
+    );
+    for p in protocols {
+        req.push_str(&format!("X-Stream-Protocol-Version: {p}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let mut buf = [0u8; 512];
+    let n = s.read(&mut buf).unwrap();
+    String::from_utf8_lossy(&buf[..n])
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// A token serves one connection; a spent, forged or misrouted one gets
+/// 404, all alike; a client with no protocol in common gets 403.
+#[tokio::test]
+async fn stream_tokens_serve_once_and_404_otherwise() {
+    let (m, _) = manager().await;
+    let (pod, id) = sleeper(&m, "sk", "").await;
+    let mut c = cri_client().await;
+    let url = |c: &mut RuntimeServiceClient<_>| {
+        let req = cri::ExecRequest {
+            container_id: id.clone(),
+            cmd: vec!["true".into()],
+            stdout: true,
+            ..Default::default()
+        };
+        let mut c = c.clone();
+        async move { c.exec(req).await.unwrap().into_inner().url }
+    };
+    let u = url(&mut c).await;
+    assert!(u.starts_with("http://127.0.0.1:"), "{u}");
+    let path = format!("/exec/{}", u.rsplit('/').next().unwrap());
+    assert_eq!(
+        status_of(&u, &path, &["v4.channel.k8s.io"]),
+        "HTTP/1.1 101 Switching Protocols"
+    );
+    assert_eq!(
+        status_of(&u, &path, &["v4.channel.k8s.io"]),
+        "HTTP/1.1 404 Not Found"
+    );
+    assert_eq!(
+        status_of(&u, "/exec/AAAAAAAA", &["v4.channel.k8s.io"]),
+        "HTTP/1.1 404 Not Found"
+    );
+    // An exec token on the attach route: refused, and spent.
+    let u = url(&mut c).await;
+    let token = u.rsplit('/').next().unwrap().to_owned();
+    assert_eq!(
+        status_of(&u, &format!("/attach/{token}"), &["v4.channel.k8s.io"]),
+        "HTTP/1.1 404 Not Found"
+    );
+    assert_eq!(
+        status_of(&u, &format!("/exec/{token}"), &["v4.channel.k8s.io"]),
+        "HTTP/1.1 404 Not Found"
+    );
+    let u = url(&mut c).await;
+    let path = format!("/exec/{}", u.rsplit('/').next().unwrap());
+    assert_eq!(
+        status_of(&u, &path, &["portforward.k8s.io"]),
+        "HTTP/1.1 403 Forbidden"
+    );
+    no_exec_left();
+    m.remove(&pod).await.unwrap();
+}
