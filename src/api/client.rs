@@ -242,6 +242,22 @@ impl Client {
             .await
     }
 
+    /// Join a running container's streams with these descriptors (see
+    /// api::exec); the session then lives on `control`'s peer.
+    pub async fn attach(
+        &self,
+        id: &str,
+        options: &crate::api::exec::ExecOptions,
+        stdio: &[std::os::fd::BorrowedFd<'_>],
+        control: std::os::fd::BorrowedFd<'_>,
+    ) -> zbus::Result<()> {
+        let stdio: Vec<zbus::zvariant::Fd<'_>> =
+            stdio.iter().map(|f| zbus::zvariant::Fd::from(*f)).collect();
+        self.proxy
+            .attach(id, options, &stdio, zbus::zvariant::Fd::from(control))
+            .await
+    }
+
     pub async fn pull_image(
         &self,
         reference: &str,

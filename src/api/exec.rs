@@ -54,6 +54,24 @@ pub enum ExecEvent {
     Failed { name: String, message: String },
 }
 
+/// What the caller may say on the control socket (one JSON line each):
+/// an attacher's terminal size, which the daemon applies to the
+/// container's terminal (an exec's caller holds its terminal's master and
+/// sizes it itself).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "msg", rename_all = "snake_case")]
+pub enum ControlMessage {
+    Resize { width: u16, height: u16 },
+}
+
+impl ControlMessage {
+    pub fn line(&self) -> Vec<u8> {
+        let mut l = serde_json::to_vec(self).expect("a message serialises");
+        l.push(b'\n');
+        l
+    }
+}
+
 /// Lines are short; anything longer is not the daemon speaking.
 pub const LINE_MAX: usize = 64 * 1024;
 

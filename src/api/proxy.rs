@@ -76,6 +76,14 @@ pub trait Manager {
         control: zbus::zvariant::Fd<'_>,
     ) -> zbus::Result<()>;
 
+    fn attach(
+        &self,
+        id: &str,
+        options: &crate::api::exec::ExecOptions,
+        stdio: &[zbus::zvariant::Fd<'_>],
+        control: zbus::zvariant::Fd<'_>,
+    ) -> zbus::Result<()>;
+
     #[zbus(signal)]
     fn container_created(&self, id: String, path: OwnedObjectPath) -> zbus::Result<()>;
     #[zbus(signal)]

@@ -349,25 +349,7 @@ impl Service {
         control: std::os::fd::OwnedFd,
     ) -> Result<(), BusError> {
         let entry = self.authorize_container(hdr, "Exec", id).await?;
-        if stdio.len() != options.stdio_count() {
-            return Err(Error::invalid(
-                "stdio",
-                format!(
-                    "{} descriptors given, options name {}",
-                    stdio.len(),
-                    options.stdio_count()
-                ),
-            )
-            .into());
-        }
-        let mut fds = stdio.into_iter();
-        let mut take = |on: bool| if on && !options.tty { fds.next() } else { None };
-        let io = crate::container::ExecIo {
-            tty: options.tty,
-            stdin: take(options.stdin),
-            stdout: take(options.stdout),
-            stderr: take(options.stderr),
-        };
+        let io = stdio_of(&options, stdio)?;
         let this = self.clone();
         let run = self
             .detached(async move { this.containers.start_exec(&entry, cmd, io).await })
@@ -378,6 +360,50 @@ impl Service {
         Ok(())
     }
 
+    pub async fn attach(
+        self: &Arc<Self>,
+        hdr: &Header<'_>,
+        id: &str,
+        options: crate::api::exec::ExecOptions,
+        stdio: Vec<std::os::fd::OwnedFd>,
+        control: std::os::fd::OwnedFd,
+    ) -> Result<(), BusError> {
+        let entry = self.authorize_container(hdr, "Attach", id).await?;
+        let io = stdio_of(&options, stdio)?;
+        let this = self.clone();
+        self.detached(async move { this.containers.attach(&entry, io, control).await })
+            .await?;
+        Ok(())
+    }
+}
+
+/// The descriptors `options` names, in order.
+fn stdio_of(
+    options: &crate::api::exec::ExecOptions,
+    stdio: Vec<std::os::fd::OwnedFd>,
+) -> Result<crate::container::ExecIo, Error> {
+    if stdio.len() != options.stdio_count() {
+        return Err(Error::invalid(
+            "stdio",
+            format!(
+                "{} descriptors given, options name {}",
+                stdio.len(),
+                options.stdio_count()
+            ),
+        ));
+    }
+    let mut fds = stdio.into_iter();
+    let mut take = |on: bool| if on && !options.tty { fds.next() } else { None };
+    let io = crate::container::ExecIo {
+        tty: options.tty,
+        stdin: take(options.stdin),
+        stdout: take(options.stdout),
+        stderr: take(options.stderr),
+    };
+    Ok(io)
+}
+
+impl Service {
     pub async fn exec_sync(
         self: &Arc<Self>,
         hdr: &Header<'_>,

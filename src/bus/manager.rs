@@ -257,6 +257,24 @@ impl Manager {
             .await
     }
 
+    // Join a running container's stdin, stdout and stderr (or its
+    // terminal) with the caller's descriptors, as Exec takes them; the
+    // session goes on over `control`.
+    async fn attach(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        id: &str,
+        options: DictArg<'_>,
+        stdio: Vec<zbus::zvariant::OwnedFd>,
+        control: zbus::zvariant::OwnedFd,
+    ) -> Result<(), BusError> {
+        let o: crate::api::exec::ExecOptions = from_dict(Some("options"), &options)?;
+        let stdio = stdio.into_iter().map(std::os::fd::OwnedFd::from).collect();
+        self.service
+            .attach(&hdr, id, o, stdio, control.into())
+            .await
+    }
+
     #[zbus(signal)]
     pub async fn container_created(
         emitter: &SignalEmitter<'_>,

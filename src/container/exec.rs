@@ -445,25 +445,44 @@ fn remove_files(files: &[PathBuf]) {
 
 /// The daemon's end of the control socket, shared by the hang-up watch and
 /// the event writer.
-type Control = Arc<tokio::net::UnixStream>;
+pub(super) type Control = Arc<tokio::net::UnixStream>;
 
-fn tokio_control(fd: OwnedFd) -> std::io::Result<Control> {
+pub(super) fn tokio_control(fd: OwnedFd) -> std::io::Result<Control> {
     let s = std::os::unix::net::UnixStream::from(fd);
     s.set_nonblocking(true)?;
     Ok(Arc::new(tokio::net::UnixStream::from_std(s)?))
 }
 
-/// Resolves when the caller's end is closed (or errs); whatever the caller
-/// writes is read and dropped.
+/// Resolves when the caller's end is closed (or errs); what the caller
+/// writes is dropped.
 async fn hang_up(c: &Control) {
-    let mut buf = [0u8; 256];
+    hang_up_or(c, |_| {}).await
+}
+
+/// Resolves when the caller's end is closed (or errs, or says something
+/// that is not a control message); each message it sends goes to `on`.
+pub(super) async fn hang_up_or(c: &Control, on: impl Fn(crate::api::exec::ControlMessage)) {
+    let mut buf = [0u8; 4096];
+    let mut line: Vec<u8> = Vec::new();
     loop {
         if c.readable().await.is_err() {
             return;
         }
         match c.try_read(&mut buf) {
             Ok(0) => return,
-            Ok(_) => {}
+            Ok(n) => {
+                line.extend_from_slice(&buf[..n]);
+                while let Some(nl) = line.iter().position(|&b| b == b'\n') {
+                    let l: Vec<u8> = line.drain(..=nl).collect();
+                    match serde_json::from_slice(&l[..nl]) {
+                        Ok(m) => on(m),
+                        Err(_) => return,
+                    }
+                }
+                if line.len() > crate::api::exec::LINE_MAX {
+                    return;
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(_) => return,
         }
@@ -472,7 +491,7 @@ async fn hang_up(c: &Control) {
 
 /// Write an event (never blocks for long: lines are short, and a caller
 /// that stopped reading its control socket loses the event).
-fn tell(c: &Control, ev: &ExecEvent, fd: Option<&OwnedFd>) {
+pub(super) fn tell(c: &Control, ev: &ExecEvent, fd: Option<&OwnedFd>) {
     use std::os::fd::AsFd;
     let _ = send_event(c.as_fd(), ev, fd);
 }

@@ -223,6 +223,13 @@ pub fn async_fd(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
         .map_err(|e| io::Error::other(e.to_string()))
 }
 
+/// Poll an owned descriptor with tokio for writing.
+pub fn async_fd_rw(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
+    // SAFETY: as for async_fd.
+    unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::WRITABLE) }
+        .map_err(|e| io::Error::other(e.to_string()))
+}
+
 /// Make `fd` non-blocking.
 pub fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
     // SAFETY: fcntl on a valid fd.
@@ -250,11 +257,80 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// Read `fd` (non-blocking) into `log` until `end` says to stop. Returns
 /// when the stream is done with (the container ended, the daemon stops, or
 /// the pipe closed).
+/// Attached clients' copies of a container's output: each read from the
+/// container's pipe (or terminal) is offered to every attacher of that
+/// stream after it went to the log file. An attacher that falls
+/// `TAP_QUEUE` reads behind is dropped, never waited for: the log keeps
+/// every line whoever is attached.
+#[derive(Default)]
+pub struct Tap {
+    sinks: std::sync::Mutex<Vec<(u64, Stream, tokio::sync::mpsc::Sender<bytes::Bytes>)>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+/// Reads an attacher may be behind before it is dropped.
+pub const TAP_QUEUE: usize = 256;
+
+impl Tap {
+    /// A new attacher of `stream`: its id and the receiving end.
+    pub fn attach(&self, stream: Stream) -> (u64, tokio::sync::mpsc::Receiver<bytes::Bytes>) {
+        let (tx, rx) = tokio::sync::mpsc::channel(TAP_QUEUE);
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.sinks.lock().unwrap().push((id, stream, tx));
+        (id, rx)
+    }
+
+    pub fn detach(&self, id: u64) {
+        self.sinks.lock().unwrap().retain(|(i, _, _)| *i != id);
+    }
+
+    fn feed(&self, stream: Stream, data: &[u8]) {
+        let mut sinks = self.sinks.lock().unwrap();
+        if sinks.is_empty() {
+            return;
+        }
+        let chunk = bytes::Bytes::copy_from_slice(data);
+        sinks.retain(|(id, s, tx)| {
+            if *s != stream {
+                return true;
+            }
+            match tx.try_send(chunk.clone()) {
+                Ok(()) => true,
+                Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
+                    tracing::warn!(
+                        "attacher {id} fell {TAP_QUEUE} reads behind the container's {}: dropped",
+                        stream.as_str()
+                    );
+                    false
+                }
+                Err(_) => false,
+            }
+        });
+    }
+
+    /// The stream ended: its attachers see its end.
+    fn close(&self, stream: Stream) {
+        self.sinks.lock().unwrap().retain(|(_, s, _)| *s != stream);
+    }
+}
+
 pub async fn read_stream(
     fd: OwnedFd,
     stream: Stream,
     log: Arc<LogFile>,
     mut end: watch::Receiver<End>,
+    tap: Arc<Tap>,
+) {
+    read_stream_inner(fd, stream, &log, &mut end, &tap).await;
+    tap.close(stream);
+}
+
+async fn read_stream_inner(
+    fd: OwnedFd,
+    stream: Stream,
+    log: &Arc<LogFile>,
+    end: &mut watch::Receiver<End>,
+    tap: &Tap,
 ) {
     let afd = match async_fd(fd) {
         Ok(a) => a,
@@ -270,7 +346,7 @@ pub async fn read_stream(
         let state = *end.borrow();
         if state != End::Running {
             // Whatever the pipe holds now was written before the end.
-            let eof = drain(&afd, &mut buf, &mut framer, &log, &mut out);
+            let eof = drain(&afd, &mut buf, &mut framer, log, &mut out, tap);
             let ts = timestamp(std::time::SystemTime::now());
             out.clear();
             if state == End::Drain || eof {
@@ -278,7 +354,7 @@ pub async fn read_stream(
             } else {
                 framer.flush_partial(&ts, &mut out);
             }
-            write_out(&log, &out, stream);
+            write_out(log, &out, stream);
             return;
         }
         tokio::select! {
@@ -287,13 +363,13 @@ pub async fn read_stream(
                     Ok(g) => g,
                     Err(_) => return,
                 };
-                let eof = drain_some(&afd, &mut buf, &mut framer, &log, &mut out);
+                let eof = drain_some(&afd, &mut buf, &mut framer, log, &mut out, tap);
                 guard.clear_ready();
                 if eof {
                     let ts = timestamp(std::time::SystemTime::now());
                     out.clear();
                     framer.finish(&ts, &mut out);
-                    write_out(&log, &out, stream);
+                    write_out(log, &out, stream);
                     return;
                 }
             }
@@ -326,6 +402,7 @@ fn drain_some(
     framer: &mut Framer,
     log: &LogFile,
     out: &mut Vec<u8>,
+    tap: &Tap,
 ) -> bool {
     for _ in 0..16 {
         match read_once(afd.get_ref(), buf) {
@@ -338,6 +415,7 @@ fn drain_some(
                     log.keep_tail(&buf[..n]);
                 }
                 write_out(log, out, framer.stream);
+                tap.feed(framer.stream, &buf[..n]);
                 grow(buf, n);
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
@@ -355,6 +433,7 @@ fn drain(
     framer: &mut Framer,
     log: &LogFile,
     out: &mut Vec<u8>,
+    tap: &Tap,
 ) -> bool {
     loop {
         match read_once(afd.get_ref(), buf) {
@@ -367,6 +446,7 @@ fn drain(
                     log.keep_tail(&buf[..n]);
                 }
                 write_out(log, out, framer.stream);
+                tap.feed(framer.stream, &buf[..n]);
                 grow(buf, n);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -497,7 +577,13 @@ mod tests {
         let (r, w) = pipe().unwrap();
         set_nonblocking(&r).unwrap();
         let (tx, rx) = watch::channel(End::Running);
-        let task = tokio::spawn(read_stream(r, Stream::Stdout, log.clone(), rx));
+        let task = tokio::spawn(read_stream(
+            r,
+            Stream::Stdout,
+            log.clone(),
+            rx,
+            Default::default(),
+        ));
         let mut w = File::from(w);
         w.write_all(b"one\ntwo\nthree").unwrap();
         // The write end stays open (systemd keeps it): the end comes from
@@ -518,7 +604,13 @@ mod tests {
         let (r, w) = pipe().unwrap();
         set_nonblocking(&r).unwrap();
         let (_tx, rx) = watch::channel(End::Running);
-        let task = tokio::spawn(read_stream(r, Stream::Stderr, log.clone(), rx));
+        let task = tokio::spawn(read_stream(
+            r,
+            Stream::Stderr,
+            log.clone(),
+            rx,
+            Default::default(),
+        ));
         let mut w = File::from(w);
         w.write_all(b"before\n").unwrap();
         for _ in 0..200 {

@@ -13,6 +13,7 @@
 //! their own, so a caller hanging up never cuts a step short. Lock order:
 //! the pod's `op`, the pod's `members` gate, then the container's `op`.
 
+mod attach;
 mod cpuacct;
 mod create;
 mod exec;
@@ -108,14 +109,16 @@ impl ListFilter {
 
 /// What a running container has in the daemon besides its record: its
 /// log readers and their end switch, its log file, its OOM watch, its
-/// stdin's write end.
+/// stdin's write end, its terminal's master (for attachers' input and
+/// sizes) and the tap attachers read its output from.
 struct Live {
     end: watch::Sender<End>,
     log: Arc<LogFile>,
     readers: Vec<tokio::task::JoinHandle<()>>,
     oom: Option<oom::OomWatch>,
-    #[allow(dead_code)]
     stdin: Option<std::os::fd::OwnedFd>,
+    tty: Option<std::os::fd::OwnedFd>,
+    tap: Arc<logs::Tap>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -334,8 +337,14 @@ impl<S: SystemdClient + Clone> Containers<S> {
     /// Ask the pod's init to forget a container's pipes (best effort: an
     /// init that is gone holds nothing).
     async fn release_at_init(&self, c: &Container) {
+        let base = Self::holding(&c.id);
+        for name in [format!("{base}-stdin"), format!("{base}-tty"), base] {
+            self.release_holding(c, name).await;
+        }
+    }
+
+    async fn release_holding(&self, c: &Container, name: String) {
         let sock = holder::socket_path(&self.pod_dir(&c.pod_id));
-        let name = Self::holding(&c.id);
         let r = tokio::task::spawn_blocking(move || holder::release(&sock, &name)).await;
         if let Ok(Err(e)) = r {
             if e.kind() != std::io::ErrorKind::NotFound

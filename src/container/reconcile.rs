@@ -161,11 +161,20 @@ impl<S: SystemdClient + Clone> Containers<S> {
         };
         let log = LogFile::new(file);
         let (tx, rx) = watch::channel(End::Running);
+        let tap = Arc::new(logs::Tap::default());
         let mut readers = Vec::new();
-        let mut stdin = None;
+        // stdin's write end: under its own name, or third with the
+        // outputs (as daemons before attach held it).
+        let mut stdin = held
+            .remove(&format!("{}-stdin", Self::holding(&c.id)))
+            .and_then(|mut v| v.pop());
         if fds.len() == 3 {
             stdin = fds.pop();
         }
+        let tty_master = tty
+            .as_ref()
+            .and_then(|v| v.first())
+            .and_then(|m| m.try_clone().ok());
         let mut streams = vec![logs::Stream::Stdout, logs::Stream::Stderr].into_iter();
         for fd in fds.into_iter().chain(tty.into_iter().flatten()) {
             let stream = streams.next().unwrap_or(logs::Stream::Stdout);
@@ -175,6 +184,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                     stream,
                     log.clone(),
                     rx.clone(),
+                    tap.clone(),
                 )));
             }
         }
@@ -192,6 +202,8 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 readers,
                 oom,
                 stdin,
+                tty: tty_master,
+                tap,
             },
         );
         let mut next = c.clone();

@@ -200,10 +200,9 @@ impl<S: SystemdClient + Clone> Containers<S> {
         } else {
             None
         };
-        let mut hold: Vec<std::os::fd::BorrowedFd<'_>> = vec![out_r.as_fd(), err_r.as_fd()];
-        if let Some((_, w)) = &stdin {
-            hold.push(w.as_fd());
-        }
+        // stdin's write end under a name of its own: stdin_once lets go
+        // of it alone.
+        let hold: Vec<std::os::fd::BorrowedFd<'_>> = vec![out_r.as_fd(), err_r.as_fd()];
         let sock = holder::socket_path(&self.pod_dir(&sb.id));
         let name = Self::holding(&c.id);
         let held: Vec<OwnedFd> = hold
@@ -211,9 +210,17 @@ impl<S: SystemdClient + Clone> Containers<S> {
             .map(|f| f.try_clone_to_owned())
             .collect::<std::io::Result<_>>()
             .map_err(io("duplicate"))?;
+        let held_stdin = match &stdin {
+            Some((_, w)) => Some(w.try_clone().map_err(io("duplicate"))?),
+            None => None,
+        };
         match tokio::task::spawn_blocking(move || {
             let b: Vec<_> = held.iter().map(|f| f.as_fd()).collect();
-            holder::hold(&sock, &name, &b)
+            holder::hold(&sock, &name, &b)?;
+            if let Some(w) = held_stdin {
+                holder::hold(&sock, &format!("{name}-stdin"), &[w.as_fd()])?;
+            }
+            Ok::<_, std::io::Error>(())
         })
         .await
         {
@@ -226,6 +233,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             Err(e) => warn!(container_id = %c.id, "container {}: hold task: {e}", c.id),
         }
         let (tx, rx) = watch::channel(End::Running);
+        let tap = Arc::new(logs::Tap::default());
         let mut readers = Vec::new();
         for (fd, stream) in [(out_r, Stream::Stdout), (err_r, Stream::Stderr)] {
             logs::set_nonblocking(&fd).map_err(io("non-blocking"))?;
@@ -234,6 +242,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 stream,
                 log.clone(),
                 rx.clone(),
+                tap.clone(),
             )));
         }
         let (stdin_r, stdin_w) = match stdin {
@@ -246,6 +255,8 @@ impl<S: SystemdClient + Clone> Containers<S> {
             readers,
             oom: None,
             stdin: stdin_w,
+            tty: None,
+            tap,
         });
         step(st, 1);
         failpoint::hit(failpoint::CTR_START_LOGS_READY);
@@ -394,11 +405,13 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 .await;
             logs::set_nonblocking(&master).map_err(io("terminal"))?;
             let live = st.live.as_mut().expect("set above");
+            live.tty = Some(master.try_clone().map_err(io("terminal"))?);
             live.readers.push(tokio::spawn(logs::read_stream(
                 master,
                 Stream::Stdout,
                 log.clone(),
                 live.end.subscribe(),
+                live.tap.clone(),
             )));
         }
 

@@ -584,6 +584,31 @@ impl Cri {
         Ok(cri::ExecResponse { url })
     }
 
+    /// A URL on the streaming server for an attach to a running container.
+    pub(super) async fn attach(
+        &self,
+        req: cri::AttachRequest,
+    ) -> Result<cri::AttachResponse, Status> {
+        if req.container_id.is_empty() {
+            return Err(invalid("container_id", "must not be empty"));
+        }
+        if req.tty && req.stderr {
+            return Err(invalid("stderr", "tty and stderr cannot both be true"));
+        }
+        if !req.stdin && !req.stdout && !req.stderr {
+            return Err(invalid(
+                "stdout",
+                "one of stdin, stdout, or stderr must be set",
+            ));
+        }
+        self.running(&req.container_id).await?;
+        let url = self
+            .stream
+            .url(super::stream::tokens::Request::Attach(req))
+            .map_err(|_| in_flight())?;
+        Ok(cri::AttachResponse { url })
+    }
+
     /// NotFound for an unknown container, FailedPrecondition for one that
     /// is not running.
     async fn running(&self, id: &str) -> Result<(), Status> {
@@ -736,6 +761,11 @@ pub async fn events(
             .await;
     });
     Ok(rx)
+}
+
+/// Kubelet's answer when 1000 streaming requests wait for their client.
+fn in_flight() -> Status {
+    Status::resource_exhausted("maximum number of in-flight requests exceeded")
 }
 
 #[cfg(test)]

@@ -675,9 +675,13 @@ impl RuntimeService for RuntimeApi {
     }
     async fn attach(
         &self,
-        _: Request<cri::AttachRequest>,
+        req: Request<cri::AttachRequest>,
     ) -> Result<Response<cri::AttachResponse>, Status> {
-        Err(unimplemented("Attach"))
+        let req = req.into_inner();
+        traced("Attach", &req.container_id.clone(), async {
+            self.0.attach(req).await
+        })
+        .await
     }
     async fn port_forward(
         &self,

@@ -247,3 +247,122 @@ async fn stream_tokens_serve_once_and_404_otherwise() {
     no_exec_left();
     m.remove(&pod).await.unwrap();
 }
+
+/// A container that counts, its log file's path.
+async fn counter(m: &Client, prefix: &str) -> (String, String, String) {
+    pull_busybox(m).await;
+    let (pod, logs) = log_pod(m, prefix, "").await;
+    let mut o = sh_cmd("i=0; while true; do echo line $i; i=$((i+1)); sleep 0.02; done");
+    o.log_path = "counter.log".into();
+    let id = run(m, &pod, "counter", o).await;
+    (pod, id, format!("{logs}/counter.log"))
+}
+
+/// Two attachers at once each get the container's output, and the log file
+/// keeps every line meanwhile and after they leave.
+#[tokio::test]
+async fn attachers_see_the_output_and_the_log_keeps_every_line() {
+    let (m, _) = manager().await;
+    let (pod, id, log) = counter(&m, "sa").await;
+    let attach = || {
+        std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!("exec {}", crictl_cmd(&format!("attach {id}"))))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (attach(), attach());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for c in [&mut a, &mut b] {
+        c.kill().unwrap();
+    }
+    for c in [a, b] {
+        let out = String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap();
+        let lines: Vec<String> = out.lines().map(String::from).collect();
+        assert!(
+            lines.len() >= 10,
+            "an attacher got {} lines: {out}",
+            lines.len()
+        );
+        let n = crate::containers::numbered(&lines, "line");
+        assert!(n.malformed.is_empty() && n.out_of_order.is_empty(), "{out}");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    m.stop_container(&id, 0).await.unwrap();
+    let recs = crate::containers::strict_records(&log);
+    let lines = crate::containers::whole_lines(&recs, "stdout");
+    let n = crate::containers::numbered(&lines, "line");
+    assert!(lines.len() > 100, "{} lines logged", lines.len());
+    assert!(
+        n.missing.is_empty() && n.duplicated.is_empty() && n.out_of_order.is_empty(),
+        "the log lost lines while attached: {:?}",
+        (n.missing, n.duplicated)
+    );
+    no_exec_left();
+    m.remove(&pod).await.unwrap();
+}
+
+/// stdin_once: the first attacher's stdin ending ends the container's
+/// stdin, and `sh` with it; the attach ends with the container.
+#[tokio::test]
+async fn attach_with_stdin_once_closes_the_containers_stdin() {
+    let (m, _) = manager().await;
+    pull_busybox(&m).await;
+    let (pod, _) = log_pod(&m, "si", "").await;
+    let mut o = sh_cmd("exec sh");
+    o.command = vec!["sh".into()];
+    o.stdin = true;
+    o.stdin_once = true;
+    let id = run(&m, &pod, "shell", o).await;
+    let (rc, out, err) = sh_out(&format!(
+        "printf 'echo attached-$((40+2))\\n' | timeout 30 {}",
+        crictl_cmd(&format!("attach -i {id}"))
+    ));
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.contains("attached-42"), "{out}{err}");
+    crate::containers::wait_container(
+        &m,
+        &id,
+        podscope::domain::container::ContainerState::Exited,
+        Duration::from_secs(10),
+    )
+    .await;
+    let s = m.container_status(&id).await.unwrap();
+    assert_eq!(s.exit_code, 0);
+    m.remove(&pod).await.unwrap();
+}
+
+/// `crictl attach -it` to a terminal container, on a real terminal: what
+/// is typed reaches the shell, its output comes back, and the client's
+/// size reaches the container's terminal.
+#[tokio::test]
+async fn crictl_attach_it_runs_on_a_real_terminal() {
+    let (m, _) = manager().await;
+    pull_busybox(&m).await;
+    let (pod, _) = log_pod(&m, "sy", "").await;
+    let mut o = sh_cmd("exec sh");
+    o.command = vec!["sh".into()];
+    o.stdin = true;
+    o.tty = true;
+    let id = run(&m, &pod, "term", o).await;
+    let script = format!(
+        "( sleep 1; printf 'echo attached-$((40+2)); stty size\\r'; sleep 1; printf 'exit 7\\r'; sleep 1 ) \
+         | script -qec \"stty cols 99 rows 33; {}\" /dev/null",
+        crictl_cmd(&format!("attach -it {id}"))
+    );
+    let (_, out, err) = sh_out(&script);
+    let all = format!("{out}{err}");
+    assert!(all.contains("attached-42"), "{all}");
+    assert!(all.contains("33 99"), "{all}");
+    crate::containers::wait_container(
+        &m,
+        &id,
+        podscope::domain::container::ContainerState::Exited,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(m.container_status(&id).await.unwrap().exit_code, 7);
+    m.remove(&pod).await.unwrap();
+}

@@ -224,12 +224,11 @@ run_critest() {
 LOGDIR=$(mktemp -d)
 # The whole suite, once. What may fail, and why, by name; anything else
 # failing fails the target:
-#   - three streaming specs: Attach and PortForward answer UNIMPLEMENTED
-#     until they land (exec is served);
+#   - two streaming specs: PortForward answers UNIMPLEMENTED until it
+#     lands (exec and attach are served);
 #   - the digest-pinned image: its digest names a manifest on gcr.io that no
 #     offline registry can serve (containerd fails it here too).
-ALLOWED_FAILURES='Streaming runtime should support streaming interfaces runtime should support attach
-Streaming runtime should support streaming interfaces runtime should support portforward
+ALLOWED_FAILURES='Streaming runtime should support streaming interfaces runtime should support portforward
 Streaming runtime should support streaming interfaces runtime should support portforward in host network
 Image Manager public image with digest should be pulled and removed'
 TOTAL=78

@@ -155,10 +155,25 @@ impl StreamServer {
                 else {
                     return;
                 };
-                self.remotecommand(conn, proto, wants, "exec", &x.container_id, &x.cmd, daemon)
+                self.remotecommand(conn, proto, wants, &x.container_id, Some(&x.cmd), daemon)
                     .await;
             }
-            Request::Attach(_) | Request::PortForward(_) => {
+            Request::Attach(x) => {
+                let wants = Wants {
+                    stdin: x.stdin,
+                    stdout: x.stdout,
+                    stderr: x.stderr,
+                    tty: x.tty,
+                };
+                let Some((proto, conn)) =
+                    spdy_upgrade(&head, r, w, &rest, remotecommand::PROTOCOLS).await
+                else {
+                    return;
+                };
+                self.remotecommand(conn, proto, wants, &x.container_id, None, daemon)
+                    .await;
+            }
+            Request::PortForward(_) => {
                 let _ = w
                     .write_all(&response(400, "Bad Request", &[], "not served yet\n"))
                     .await;
@@ -166,17 +181,17 @@ impl StreamServer {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// An exec (`cmd`) or an attach (None) over an upgraded connection.
     async fn remotecommand(
         &self,
         mut conn: spdy::Connection,
         proto: &str,
         wants: Wants,
-        verb: &str,
         container_id: &str,
-        cmd: &[String],
+        cmd: Option<&[String]>,
         daemon: &Daemon,
     ) {
+        let verb = if cmd.is_some() { "exec" } else { "attach" };
         let version = remotecommand::version(proto);
         let streams = match remotecommand::gather(&mut conn, wants, version).await {
             Ok(s) => s,
@@ -203,7 +218,12 @@ impl StreamServer {
         let mut gone = conn.gone.clone();
         let activity = conn.activity();
         let outcome = tokio::select! {
-            o = relay::exec(daemon, container_id, cmd, io) => o,
+            o = async {
+                match cmd {
+                    Some(cmd) => relay::exec(daemon, container_id, cmd, io).await,
+                    None => relay::attach(daemon, container_id, io).await,
+                }
+            } => o,
             _ = gone.wait_for(|g| *g) => {
                 tracing::debug!(container_id, "streaming {verb}: the client hung up");
                 conn.abort();
@@ -218,7 +238,9 @@ impl StreamServer {
         if let Outcome::Failed(e) = &outcome {
             tracing::info!(container_id, "streaming {verb}: {e}");
         }
-        if let Some(b) = remotecommand::status_bytes(&outcome, verb, cmd, version) {
+        if let Some(b) =
+            remotecommand::status_bytes(&outcome, verb, cmd.unwrap_or_default(), version)
+        {
             let _ = sender.data(streams.error, b.into()).await;
         }
         let _ = sender.fin(streams.error).await;

@@ -53,16 +53,30 @@ pub async fn exec<O: Output + 'static>(
     cmd: &[String],
     io: ClientIo<O>,
 ) -> Outcome {
-    match run(daemon, container_id, cmd, io).await {
+    match run(daemon, container_id, Some(cmd), io).await {
         Ok(o) => o,
         Err(e) => Outcome::Failed(e),
     }
 }
 
+/// Attach `io` to `container_id`'s streams until they end or the client
+/// leaves.
+pub async fn attach<O: Output + 'static>(
+    daemon: &Daemon,
+    container_id: &str,
+    io: ClientIo<O>,
+) -> Outcome {
+    match run(daemon, container_id, None, io).await {
+        Ok(o) => o,
+        Err(e) => Outcome::Failed(e),
+    }
+}
+
+/// An exec (`cmd`) or an attach (None).
 async fn run<O: Output + 'static>(
     daemon: &Daemon,
     container_id: &str,
-    cmd: &[String],
+    cmd: Option<&[String]>,
     io: ClientIo<O>,
 ) -> Result<Outcome, String> {
     let ClientIo {
@@ -70,13 +84,16 @@ async fn run<O: Output + 'static>(
         stdout,
         stderr,
         resize,
-        tty,
+        tty: client_tty,
     } = io;
+    // An attach always goes over pipes: the container's terminal is the
+    // daemon's, which sizes it from the control socket.
+    let tty = client_tty && cmd.is_some();
     let opts = ExecOptions {
         tty,
         stdin: stdin.is_some(),
         stdout: stdout.is_some(),
-        stderr: stderr.is_some() && !tty,
+        stderr: stderr.is_some() && !client_tty,
         timeout_ms: 0,
     };
     let pipes = |on: bool| -> Result<Option<(OwnedFd, OwnedFd)>, String> {
@@ -104,10 +121,21 @@ async fn run<O: Output + 'static>(
             given.push(w.as_fd());
         }
         let ctl = theirs.as_fd();
-        daemon
-            .call(|m| async move { m.exec(container_id, cmd, &opts, &given, ctl).await })
-            .await
-            .map_err(|e| crate::api::errors::classify(&e).1)?;
+        let opts = &opts;
+        let given = &given;
+        match cmd {
+            Some(cmd) => {
+                daemon
+                    .call(|m| async move { m.exec(container_id, cmd, opts, given, ctl).await })
+                    .await
+            }
+            None => {
+                daemon
+                    .call(|m| async move { m.attach(container_id, opts, given, ctl).await })
+                    .await
+            }
+        }
+        .map_err(|e| crate::api::errors::classify(&e).1)?;
     }
     drop(theirs);
     let in_w = in_p.map(|(_, w)| w);
@@ -115,6 +143,13 @@ async fn run<O: Output + 'static>(
     let err_r = err_p.map(|(r, _)| r);
     mine.set_nonblocking(true)
         .map_err(|e| format!("control socket: {e}"))?;
+    // A duplicate to write the resize lines with; the events are read
+    // through the tokio stream, which stays open as long as this session.
+    let control_writer = ControlWriter(
+        mine.try_clone()
+            .map_err(|e| format!("control socket: {e}"))?
+            .into(),
+    );
     let control =
         tokio::net::UnixStream::from_std(mine).map_err(|e| format!("control socket: {e}"))?;
     let mut events = EventReader::default();
@@ -178,7 +213,24 @@ async fn run<O: Output + 'static>(
                 // The client's FIN: the command's stdin ends.
             });
         }
-        drop(resize);
+        if let (Some(resize), true) = (resize, client_tty) {
+            // An attacher's sizes go to the daemon, one line each.
+            let ctl = control_writer;
+            tasks.spawn(async move {
+                let (tx, mut rx) = mpsc::channel::<(u16, u16)>(4);
+                let parse = tokio::spawn(resize_loop(resize, move |w, h| {
+                    let _ = tx.try_send((w, h));
+                }));
+                let mut ctl = ctl;
+                while let Some((width, height)) = rx.recv().await {
+                    let line = crate::api::exec::ControlMessage::Resize { width, height }.line();
+                    if ctl.write_all(&line).await.is_err() {
+                        break;
+                    }
+                }
+                parse.abort();
+            });
+        }
     }
     let outcome = loop {
         match next_event(&control, &mut events).await {
@@ -195,6 +247,30 @@ async fn run<O: Output + 'static>(
     .await;
     tasks.abort_all();
     Ok(outcome)
+}
+
+/// Writes lines to the control socket. A line is small and the daemon
+/// reads them as they come; a full socket is waited out.
+struct ControlWriter(OwnedFd);
+
+impl ControlWriter {
+    async fn write_all(&mut self, mut b: &[u8]) -> std::io::Result<()> {
+        use nix::sys::socket::{send, MsgFlags};
+        while !b.is_empty() {
+            match send(
+                self.0.as_raw_fd(),
+                b,
+                MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
+            ) {
+                Ok(n) => b = &b[n..],
+                Err(nix::errno::Errno::EAGAIN) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
 }
 
 fn outcome_of(ev: ExecEvent) -> Outcome {
