@@ -258,6 +258,11 @@ impl Client {
             .await
     }
 
+    /// A socket connected to localhost:`port` in the pod's namespace.
+    pub async fn port_forward(&self, id: &str, port: u16) -> zbus::Result<std::os::fd::OwnedFd> {
+        Ok(self.proxy.port_forward(id, port).await?.into())
+    }
+
     pub async fn pull_image(
         &self,
         reference: &str,

@@ -84,6 +84,8 @@ pub trait Manager {
         control: zbus::zvariant::Fd<'_>,
     ) -> zbus::Result<()>;
 
+    fn port_forward(&self, id: &str, port: u16) -> zbus::Result<zbus::zvariant::OwnedFd>;
+
     #[zbus(signal)]
     fn container_created(&self, id: String, path: OwnedObjectPath) -> zbus::Result<()>;
     #[zbus(signal)]

@@ -13,6 +13,15 @@
 //! never meets a pipe with no reader while podscoped is down (see
 //! `pod::holder` for the protocol).
 //!
+//! With `--exec-wait PIDFILE -- RUNTIME...` it is instead the main process
+//! of an exec's unit (see `container::exec`): it runs the OCI runtime's
+//! detached exec as a child subreaper, so the command the runtime starts,
+//! whose parent exits at once, becomes its child; it then waits for that
+//! command alone and exits with its status (128 + the signal that killed
+//! it). The runtime's own wait would last until every process the command
+//! left in the background ended too, and systemd, were it the reaper,
+//! loses the status of a command that ends before it reads the PID file.
+//!
 //! Deliberately libc-only and allocation-light: it runs once per pod, and
 //! its footprint is the pod's overhead.
 
@@ -435,7 +444,86 @@ fn run_init(ready_fd: libc::c_int, hold_socket: Option<&str>) -> ! {
     }
 }
 
+/// `--exec-wait PIDFILE -- RUNTIME ARGS...`: see the module's comment.
+fn exec_wait(pidfile: &str, argv: &[String]) -> ! {
+    if argv.is_empty() {
+        usage("--exec-wait needs a runtime command after --");
+    }
+    let cargs: Vec<CString> = argv
+        .iter()
+        .map(|a| CString::new(a.as_str()).unwrap_or_else(|_| usage("an argument contains NUL")))
+        .collect();
+    let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // The status as a shell reports it.
+    fn code(st: libc::c_int) -> i32 {
+        if libc::WIFEXITED(st) {
+            libc::WEXITSTATUS(st)
+        } else if libc::WIFSIGNALED(st) {
+            128 + libc::WTERMSIG(st)
+        } else {
+            1
+        }
+    }
+    // SAFETY: single-threaded; fork/exec/waitpid used as documented.
+    unsafe {
+        if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 {
+            die("become a child subreaper");
+        }
+        let runtime = libc::fork();
+        if runtime < 0 {
+            die("fork");
+        }
+        if runtime == 0 {
+            libc::execv(ptrs[0], ptrs.as_ptr());
+            die(&format!("exec {}", argv[0]));
+        }
+        let mut st = 0;
+        while libc::waitpid(runtime, &mut st, 0) < 0 {
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                die("wait for the runtime");
+            }
+        }
+        if code(st) != 0 {
+            // The runtime failed (its --log says why): its status is ours.
+            exit(code(st));
+        }
+        let pid: libc::pid_t = match std::fs::read_to_string(pidfile)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            Some(p) if p > 0 => p,
+            _ => die(&format!("the runtime wrote no PID to {pidfile}")),
+        };
+        loop {
+            let w = libc::waitpid(-1, &mut st, 0);
+            if w == pid {
+                exit(code(st));
+            }
+            if w < 0 {
+                match std::io::Error::last_os_error().raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    // Not ours after all: nothing to wait for.
+                    _ => die(&format!(
+                        "the command (PID {pid}) is not this process's child"
+                    )),
+                }
+            }
+        }
+    }
+}
+
 fn main() {
+    let mut args = std::env::args().skip(1);
+    if args.next().as_deref() == Some("--exec-wait") {
+        let pidfile = args
+            .next()
+            .unwrap_or_else(|| usage("--exec-wait needs a PID file"));
+        if args.next().as_deref() != Some("--") {
+            usage("--exec-wait PIDFILE -- RUNTIME ARGS...");
+        }
+        exec_wait(&pidfile, &args.collect::<Vec<_>>());
+    }
     let o = parse_args();
     // The pod's network namespace is made (and loopback brought up) by
     // podscope-netns@<id>.service; the init only joins it.

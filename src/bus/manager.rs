@@ -275,6 +275,18 @@ impl Manager {
             .await
     }
 
+    // A TCP connection to localhost:port inside the pod's network
+    // namespace (the host's for a host-network pod), handed over connected.
+    async fn port_forward(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        id: &str,
+        port: u16,
+    ) -> Result<zbus::zvariant::OwnedFd, BusError> {
+        let fd = self.service.port_forward(&hdr, id, port).await?;
+        Ok(fd.into())
+    }
+
     #[zbus(signal)]
     pub async fn container_created(
         emitter: &SignalEmitter<'_>,

@@ -274,6 +274,20 @@ impl Service {
         Ok(())
     }
 
+    pub async fn port_forward(
+        self: &Arc<Self>,
+        hdr: &Header<'_>,
+        id: &str,
+        port: u16,
+    ) -> Result<std::os::fd::OwnedFd, BusError> {
+        let entry = self.authorize(hdr, "PortForward", id).await?;
+        let this = self.clone();
+        let fd = self
+            .detached(async move { this.pods.port_forward(&entry, port).await })
+            .await?;
+        Ok(fd)
+    }
+
     pub async fn runtime_status(&self) -> (Vec<Condition>, RuntimeInfo) {
         let lc = &self.pods;
         let rec = lc.recovery_report();

@@ -8,7 +8,11 @@
 //! bounding set, no_new_privs, seccomp, a mount namespace of its own)
 //! would be the command's too. So the exec is a transient oneshot service
 //! in the pod's slice, started by systemd as the container was, its
-//! standard streams the descriptors given. `AddRef=` keeps the unit, and
+//! standard streams the descriptors given. Its main process is
+//! podscope-init `--exec-wait`, which runs the runtime's `exec --detach`
+//! and waits for the command alone: the runtime exits once the command
+//! runs, and the unit ends when the command does (what it left in the
+//! background goes with the unit's cgroup). `AddRef=` keeps the unit, and
 //! with it the command's exit status, until the daemon has read it (or its
 //! bus connection goes, which ends the reference too). Everything the
 //! command starts is in that unit's cgroup, so one KillUnit ends it all.
@@ -123,9 +127,20 @@ impl<S: SystemdClient + Clone> Containers<S> {
         } else {
             None
         };
+        let pid_file = dir.join(format!("exec-{xid}.pid"));
+        files.push(pid_file.clone());
+        let pid_arg = pid_file.display().to_string();
         let log_arg = format!("--log={}", runtime_log.display());
         let process_arg = process_file.display().to_string();
-        let mut args = vec![log_arg.as_str(), "exec", "--process", &process_arg];
+        let mut args = vec![
+            log_arg.as_str(),
+            "exec",
+            "--detach",
+            "--pid-file",
+            &pid_arg,
+            "--process",
+            &process_arg,
+        ];
         let console = terminal.as_ref().map(|(p, _)| p.display().to_string());
         if let Some(c) = &console {
             args.extend(["--console-socket", c]);
@@ -167,7 +182,11 @@ impl<S: SystemdClient + Clone> Containers<S> {
             ("AddRef", Prop::Bool(true)),
             (
                 "ExecStart",
-                Prop::Exec(vec![unit::command(handler, &args, false)]),
+                Prop::Exec(vec![exec_wait(
+                    &self.settings.init_path,
+                    &pid_arg,
+                    unit::command(handler, &args, false),
+                )]),
             ),
             (in_name, stdio(io.stdin)),
             (out_name, stdio(io.stdout)),
@@ -434,6 +453,28 @@ impl<S: SystemdClient + Clone> Containers<S> {
         }
         let json = serde_json::to_vec(&process).expect("a process serialises");
         std::fs::write(path, json).map_err(|e| Error::io(format!("write {}", path.display()), e))
+    }
+}
+
+/// The exec's main process: podscope-init waiting, as a child subreaper,
+/// for the command the runtime's detached exec starts (see its `--exec-wait`).
+fn exec_wait(
+    init: &Path,
+    pid_file: &str,
+    runtime: crate::systemd::ExecCommand,
+) -> crate::systemd::ExecCommand {
+    let mut argv = vec![
+        "podscope-init".to_owned(),
+        "--exec-wait".to_owned(),
+        pid_file.to_owned(),
+        "--".to_owned(),
+        runtime.path,
+    ];
+    argv.extend(runtime.argv.into_iter().skip(1));
+    crate::systemd::ExecCommand {
+        path: init.display().to_string(),
+        argv,
+        ignore_failure: false,
     }
 }
 

@@ -250,7 +250,13 @@ pub fn build(input: &Input<'_>) -> Result<Spec> {
             namespaces.push(ns(NamespaceType::Pid, Some(format!("/proc/{pid}/ns/pid"))))
         }
         (None, NamespaceMode::Node) => {}
-        (None, NamespaceMode::Pod) => namespaces.push(ns(NamespaceType::Pid, init_ns("pid"))),
+        // The pod's shared namespace, if it has one: a pod without one
+        // has its init in the host's, which a container asking for the
+        // pod's must not end up in. It gets one of its own.
+        (None, NamespaceMode::Pod) if pod.pid_mode == NamespaceMode::Pod => {
+            namespaces.push(ns(NamespaceType::Pid, init_ns("pid")))
+        }
+        (None, NamespaceMode::Pod) => namespaces.push(ns(NamespaceType::Pid, None)),
         (None, NamespaceMode::Container) => namespaces.push(ns(NamespaceType::Pid, None)),
     }
 
@@ -695,6 +701,13 @@ mod tests {
         p.host_ipc = true;
         p.netns_path = None;
         c.security.pid_namespace = NamespaceMode::Pod;
+        // A pod without a shared PID namespace: the container's own, never
+        // the init's (the host's).
+        let s = build(&input(&c, &img, &p)).unwrap();
+        let ns = &s.linux.as_ref().unwrap().namespaces;
+        let pid = ns.iter().find(|n| n.type_ == NamespaceType::Pid).unwrap();
+        assert_eq!(pid.path, None);
+        p.pid_mode = NamespaceMode::Pod;
         let s = build(&input(&c, &img, &p)).unwrap();
         let ns = &s.linux.as_ref().unwrap().namespaces;
         assert!(!ns

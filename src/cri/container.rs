@@ -609,6 +609,38 @@ impl Cri {
         Ok(cri::AttachResponse { url })
     }
 
+    /// A URL on the streaming server for port-forwarding into a ready pod.
+    pub(super) async fn port_forward(
+        &self,
+        req: cri::PortForwardRequest,
+    ) -> Result<cri::PortForwardResponse, Status> {
+        if req.pod_sandbox_id.is_empty() {
+            return Err(invalid("pod_sandbox_id", "must not be empty"));
+        }
+        if let Some(p) = req.port.iter().find(|p| !(1..=65535).contains(*p)) {
+            return Err(invalid("port", format!("{p} is not a TCP port")));
+        }
+        let id = &req.pod_sandbox_id;
+        let s = self
+            .daemon
+            .rpc(|m| async move { m.status(id).await })
+            .await?;
+        if s.state != crate::domain::State::Ready {
+            return Err(Status::failed_precondition(format!(
+                "sandbox {} is {}, not ready",
+                s.id,
+                s.state.as_str()
+            )));
+        }
+        let mut req = req;
+        req.pod_sandbox_id = s.id;
+        let url = self
+            .stream
+            .url(super::stream::tokens::Request::PortForward(req))
+            .map_err(|_| in_flight())?;
+        Ok(cri::PortForwardResponse { url })
+    }
+
     /// NotFound for an unknown container, FailedPrecondition for one that
     /// is not running.
     async fn running(&self, id: &str) -> Result<(), Status> {

@@ -685,9 +685,13 @@ impl RuntimeService for RuntimeApi {
     }
     async fn port_forward(
         &self,
-        _: Request<cri::PortForwardRequest>,
+        req: Request<cri::PortForwardRequest>,
     ) -> Result<Response<cri::PortForwardResponse>, Status> {
-        Err(unimplemented("PortForward"))
+        let req = req.into_inner();
+        traced("PortForward", &req.pod_sandbox_id.clone(), async {
+            self.0.port_forward(req).await
+        })
+        .await
     }
     async fn container_stats(
         &self,

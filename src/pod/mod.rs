@@ -17,6 +17,7 @@ pub mod holder;
 pub mod init_spawn;
 pub mod machined;
 mod network;
+mod port_forward;
 mod reconcile;
 mod recover;
 mod remove;

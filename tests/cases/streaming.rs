@@ -366,3 +366,91 @@ async fn crictl_attach_it_runs_on_a_real_terminal() {
     assert_eq!(m.container_status(&id).await.unwrap().exit_code, 7);
     m.remove(&pod).await.unwrap();
 }
+
+/// A pod serving `hello-pf` over HTTP on port 8080 (busybox httpd).
+async fn web_pod(m: &Client, prefix: &str) -> String {
+    pull_busybox(m).await;
+    let (pod, _) = log_pod(m, prefix, "").await;
+    run(
+        m,
+        &pod,
+        "web",
+        sh_cmd("mkdir -p /www && echo hello-pf > /www/index.html && exec httpd -f -p 8080 -h /www"),
+    )
+    .await;
+    pod
+}
+
+/// A free local port.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `crictl port-forward` in the background, ready once it says so.
+fn forwarder(pod: &str, spec: &str) -> std::process::Child {
+    let mut c = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "exec {}",
+            crictl_cmd(&format!("port-forward {pod} {spec}"))
+        ))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(
+        line.contains("Forwarding from"),
+        "crictl port-forward said {line:?}"
+    );
+    // It says more ("Handling connection for ..."): read on, or it dies of
+    // SIGPIPE.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    c
+}
+
+/// crictl's port-forward reaches a port of the pod's namespace, several
+/// connections at once over its one SPDY connection.
+#[tokio::test]
+async fn crictl_port_forward_reaches_the_pods_port() {
+    let (m, _) = manager().await;
+    let pod = web_pod(&m, "pf").await;
+    let local = free_port();
+    let mut fwd = forwarder(&pod, &format!("{local}:8080"));
+    // The server may take a moment to listen after its container starts.
+    wait_until(Duration::from_secs(10), || {
+        sh_out(&format!("curl -sf http://127.0.0.1:{local}/")).1 == "hello-pf\n"
+    });
+    let (rc, out, err) = sh_out(&format!(
+        "for i in 1 2 3 4 5 6 7 8; do curl -sf http://127.0.0.1:{local}/ & done; wait"
+    ));
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(out.matches("hello-pf").count(), 8, "{out}");
+    fwd.kill().unwrap();
+    fwd.wait().unwrap();
+    m.remove(&pod).await.unwrap();
+}
+
+/// A port nobody listens on is told on the error stream, named, not a
+/// hang.
+#[tokio::test]
+async fn port_forward_to_a_closed_port_says_so() {
+    let (m, _) = manager().await;
+    let pod = web_pod(&m, "pc").await;
+    let local = free_port();
+    let fwd = forwarder(&pod, &format!("{local}:9"));
+    let (rc, _, _) = sh_out(&format!("curl -s --max-time 20 http://127.0.0.1:{local}/"));
+    assert_ne!(rc, 0);
+    // crictl 1.29 ends the whole forwarding on such an error.
+    let out = fwd.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("error forwarding port 9 to pod"), "{err}");
+    assert!(err.contains("refused"), "{err}");
+    m.remove(&pod).await.unwrap();
+}

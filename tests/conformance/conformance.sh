@@ -224,13 +224,9 @@ run_critest() {
 LOGDIR=$(mktemp -d)
 # The whole suite, once. What may fail, and why, by name; anything else
 # failing fails the target:
-#   - two streaming specs: PortForward answers UNIMPLEMENTED until it
-#     lands (exec and attach are served);
 #   - the digest-pinned image: its digest names a manifest on gcr.io that no
 #     offline registry can serve (containerd fails it here too).
-ALLOWED_FAILURES='Streaming runtime should support streaming interfaces runtime should support portforward
-Streaming runtime should support streaming interfaces runtime should support portforward in host network
-Image Manager public image with digest should be pulled and removed'
+ALLOWED_FAILURES='Image Manager public image with digest should be pulled and removed'
 TOTAL=78
 read -r passed failed ran < <(run_critest "$LOGDIR/critest.log" --ginkgo.timeout=14m)
 # Each [FAIL] line names its spec (ginkgo prints it in the run and in the

@@ -12,6 +12,7 @@
 //! and the client).
 
 pub mod http;
+pub mod portforward;
 pub mod relay;
 pub mod remotecommand;
 pub mod spdy;
@@ -98,12 +99,12 @@ impl StreamServer {
             let daemon = daemon.clone();
             tokio::spawn(async move {
                 let (r, w) = sock.into_split();
-                this.connection(r, w, peer, &daemon).await;
+                this.connection(r, w, peer, daemon).await;
             });
         }
     }
 
-    async fn connection<R, W>(&self, mut r: R, mut w: W, peer: SocketAddr, daemon: &Daemon)
+    async fn connection<R, W>(&self, mut r: R, mut w: W, peer: SocketAddr, daemon: Arc<Daemon>)
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -155,7 +156,7 @@ impl StreamServer {
                 else {
                     return;
                 };
-                self.remotecommand(conn, proto, wants, &x.container_id, Some(&x.cmd), daemon)
+                self.remotecommand(conn, proto, wants, &x.container_id, Some(&x.cmd), &daemon)
                     .await;
             }
             Request::Attach(x) => {
@@ -170,13 +171,16 @@ impl StreamServer {
                 else {
                     return;
                 };
-                self.remotecommand(conn, proto, wants, &x.container_id, None, daemon)
+                self.remotecommand(conn, proto, wants, &x.container_id, None, &daemon)
                     .await;
             }
-            Request::PortForward(_) => {
-                let _ = w
-                    .write_all(&response(400, "Bad Request", &[], "not served yet\n"))
-                    .await;
+            Request::PortForward(x) => {
+                let Some((_, conn)) =
+                    spdy_upgrade(&head, r, w, &rest, portforward::PROTOCOLS).await
+                else {
+                    return;
+                };
+                portforward::serve(conn, x.pod_sandbox_id, daemon, self.idle_timeout).await;
             }
         }
     }
