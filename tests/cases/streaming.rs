@@ -454,3 +454,89 @@ async fn port_forward_to_a_closed_port_says_so() {
     assert!(err.contains("refused"), "{err}");
     m.remove(&pod).await.unwrap();
 }
+
+/// Python's `websockets` speaking to the streaming server: JSON out.
+fn ws_client(args: &str) -> serde_json::Value {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/streaming/ws_client.py");
+    let (rc, out, err) = sh_out(&format!("timeout 60 /usr/bin/python3 {script} {args}"));
+    assert_eq!(rc, 0, "ws_client {args}: {out}{err}");
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("ws_client said {out:?}: {e}"))
+}
+
+async fn exec_url(id: &str, cmd: &[&str], stdin: bool) -> String {
+    let req = cri::ExecRequest {
+        container_id: id.to_owned(),
+        cmd: cmd.iter().map(|s| s.to_string()).collect(),
+        stdin,
+        stdout: true,
+        stderr: true,
+        ..Default::default()
+    };
+    cri_client().await.exec(req).await.unwrap().into_inner().url
+}
+
+/// Exec over WebSocket, as newer clients speak it: v5 (stdin and its end),
+/// v4 (a non-zero exit as kubelet reports it) and base64 text frames.
+#[tokio::test]
+async fn websocket_exec_speaks_v5_v4_and_base64() {
+    let (m, _) = manager().await;
+    let (pod, id) = sleeper(&m, "sw", "").await;
+
+    let url = exec_url(&id, &["sh", "-c", "cat; echo done >&2"], true).await;
+    let r = ws_client(&format!("exec {url} v5.channel.k8s.io 'typed text'"));
+    assert_eq!(r["protocol"], "v5.channel.k8s.io");
+    assert_eq!(r["first"], serde_json::json!([1, 0]), "{r}");
+    assert_eq!(r["channels"]["1"], "typed text", "{r}");
+    assert_eq!(r["channels"]["2"], "done\n", "{r}");
+    let status: serde_json::Value =
+        serde_json::from_str(r["channels"]["3"].as_str().unwrap()).unwrap();
+    assert_eq!(status["status"], "Success", "{r}");
+
+    let url = exec_url(&id, &["sh", "-c", "exit 3"], false).await;
+    let r = ws_client(&format!("exec {url} v4.channel.k8s.io"));
+    let status: serde_json::Value =
+        serde_json::from_str(r["channels"]["3"].as_str().unwrap()).unwrap();
+    assert_eq!(status["reason"], "NonZeroExitCode", "{r}");
+    assert_eq!(status["details"]["causes"][0]["message"], "3", "{r}");
+
+    let url = exec_url(&id, &["echo", "in base64"], false).await;
+    let r = ws_client(&format!("exec {url} v4.base64.channel.k8s.io"));
+    assert_eq!(r["channels"]["1"], "in base64\n", "{r}");
+    no_exec_left();
+    m.remove(&pod).await.unwrap();
+}
+
+/// Port-forward over WebSocket: each channel announces its port, then the
+/// pod's server answers on the data channel.
+#[tokio::test]
+async fn websocket_port_forward_reaches_the_pods_port() {
+    let (m, _) = manager().await;
+    let pod = web_pod(&m, "pw").await;
+    let req = cri::PortForwardRequest {
+        pod_sandbox_id: pod.clone(),
+        port: vec![8080],
+    };
+    let mut c = cri_client().await;
+    // The server may take a moment to listen after its container starts.
+    let mut last = serde_json::Value::Null;
+    for _ in 0..50 {
+        let url = c.port_forward(req.clone()).await.unwrap().into_inner().url;
+        last = ws_client(&format!(
+            "portforward {url} v4.channel.k8s.io $'GET / HTTP/1.0\\r\\n\\r\\n'"
+        ));
+        if last["data"].as_str().unwrap_or("").contains("hello-pf") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        last["ports"],
+        serde_json::json!([[0, 8080], [1, 8080]]),
+        "{last}"
+    );
+    assert!(
+        last["data"].as_str().unwrap().contains("hello-pf"),
+        "{last}"
+    );
+    m.remove(&pod).await.unwrap();
+}

@@ -8,6 +8,7 @@ PKGS=(systemd dbus dbus-daemon polkitd iproute2 util-linux pkg-config procps
       systemd-container  # systemd-machined: pods in machinectl
       protobuf-compiler  # protoc, for the CRI bindings (k8s-cri)
       python3-minimal    # a worker process in the CRI stats test
+      python3-websockets # a WebSocket client of its own for the streaming server
       docker-registry skopeo busybox-static zstd apache2-utils curl openssl
                          # images: the harness registry (htpasswd from
                          # apache2-utils), test images built from busybox

@@ -17,6 +17,7 @@ pub mod relay;
 pub mod remotecommand;
 pub mod spdy;
 pub mod tokens;
+pub mod websocket;
 
 use crate::cri::daemon::Daemon;
 use crate::error::{Error, Result};
@@ -97,23 +98,19 @@ impl StreamServer {
             let _ = sock.set_nodelay(true);
             let this = self.clone();
             let daemon = daemon.clone();
-            tokio::spawn(async move {
-                let (r, w) = sock.into_split();
-                this.connection(r, w, peer, daemon).await;
-            });
+            tokio::spawn(async move { this.connection(sock, peer, daemon).await });
         }
     }
 
-    async fn connection<R, W>(&self, mut r: R, mut w: W, peer: SocketAddr, daemon: Arc<Daemon>)
+    async fn connection<S>(&self, mut io: S, peer: SocketAddr, daemon: Arc<Daemon>)
     where
-        R: AsyncRead + Unpin + Send + 'static,
-        W: AsyncWrite + Unpin + Send + 'static,
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let (head, rest) = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut r)).await {
+        let (head, rest) = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut io)).await {
             Ok(Ok(h)) => h,
             Ok(Err(HeadError::Bad(m))) => {
                 tracing::debug!("streaming server: {peer}: {m}");
-                let _ = w
+                let _ = io
                     .write_all(&response(400, "Bad Request", &[], &format!("{m}\n")))
                     .await;
                 return;
@@ -129,78 +126,58 @@ impl StreamServer {
             None
         };
         let Some(req) = req else {
-            let _ = w.write_all(&not_found()).await;
+            let _ = io.write_all(&not_found()).await;
             return;
         };
         if head.is_websocket() {
-            let _ = w
-                .write_all(&response(
-                    400,
-                    "Bad Request",
-                    &[],
-                    "WebSocket streaming is not served yet; use SPDY/3.1\n",
-                ))
-                .await;
+            if !rest.is_empty() {
+                // A client speaks after the 101, not before.
+                let _ = io
+                    .write_all(&response(
+                        400,
+                        "Bad Request",
+                        &[],
+                        "data before the upgrade\n",
+                    ))
+                    .await;
+                return;
+            }
+            return self.websocket(&head, io, req, daemon).await;
+        }
+        let (r, w) = tokio::io::split(io);
+        let (supported, wants, target) = match &req {
+            Request::Exec(x) => (
+                remotecommand::PROTOCOLS,
+                wants_of(x.stdin, x.stdout, x.stderr, x.tty),
+                x.container_id.clone(),
+            ),
+            Request::Attach(x) => (
+                remotecommand::PROTOCOLS,
+                wants_of(x.stdin, x.stdout, x.stderr, x.tty),
+                x.container_id.clone(),
+            ),
+            Request::PortForward(x) => (
+                portforward::PROTOCOLS,
+                Wants::default(),
+                x.pod_sandbox_id.clone(),
+            ),
+        };
+        let Some((proto, mut conn)) = spdy_upgrade(&head, r, w, &rest, supported).await else {
             return;
-        }
-        match req {
-            Request::Exec(x) => {
-                let wants = Wants {
-                    stdin: x.stdin,
-                    stdout: x.stdout,
-                    stderr: x.stderr,
-                    tty: x.tty,
-                };
-                let Some((proto, conn)) =
-                    spdy_upgrade(&head, r, w, &rest, remotecommand::PROTOCOLS).await
-                else {
-                    return;
-                };
-                self.remotecommand(conn, proto, wants, &x.container_id, Some(&x.cmd), &daemon)
-                    .await;
+        };
+        let cmd = match &req {
+            Request::Exec(x) => Some(x.cmd.as_slice()),
+            Request::Attach(_) => None,
+            Request::PortForward(_) => {
+                return portforward::serve(conn, target, daemon, self.idle_timeout).await;
             }
-            Request::Attach(x) => {
-                let wants = Wants {
-                    stdin: x.stdin,
-                    stdout: x.stdout,
-                    stderr: x.stderr,
-                    tty: x.tty,
-                };
-                let Some((proto, conn)) =
-                    spdy_upgrade(&head, r, w, &rest, remotecommand::PROTOCOLS).await
-                else {
-                    return;
-                };
-                self.remotecommand(conn, proto, wants, &x.container_id, None, &daemon)
-                    .await;
-            }
-            Request::PortForward(x) => {
-                let Some((_, conn)) =
-                    spdy_upgrade(&head, r, w, &rest, portforward::PROTOCOLS).await
-                else {
-                    return;
-                };
-                portforward::serve(conn, x.pod_sandbox_id, daemon, self.idle_timeout).await;
-            }
-        }
-    }
-
-    /// An exec (`cmd`) or an attach (None) over an upgraded connection.
-    async fn remotecommand(
-        &self,
-        mut conn: spdy::Connection,
-        proto: &str,
-        wants: Wants,
-        container_id: &str,
-        cmd: Option<&[String]>,
-        daemon: &Daemon,
-    ) {
-        let verb = if cmd.is_some() { "exec" } else { "attach" };
+        };
         let version = remotecommand::version(proto);
+        let verb = if cmd.is_some() { "exec" } else { "attach" };
         let streams = match remotecommand::gather(&mut conn, wants, version).await {
             Ok(s) => s,
             Err(e) => {
-                tracing::info!(container_id, "streaming {verb}: {e}");
+                tracing::info!(container_id = target, "streaming {verb}: {e}");
                 conn.close(0).await;
                 return;
             }
@@ -219,29 +196,14 @@ impl StreamServer {
             resize: streams.resize,
             tty: wants.tty,
         };
-        let mut gone = conn.gone.clone();
-        let activity = conn.activity();
-        let outcome = tokio::select! {
-            o = async {
-                match cmd {
-                    Some(cmd) => relay::exec(daemon, container_id, cmd, io).await,
-                    None => relay::attach(daemon, container_id, io).await,
-                }
-            } => o,
-            _ = gone.wait_for(|g| *g) => {
-                tracing::debug!(container_id, "streaming {verb}: the client hung up");
-                conn.abort();
-                return;
-            }
-            _ = activity.idle_for(self.idle_timeout) => {
-                tracing::info!(container_id, "streaming {verb}: idle for {:?}, closed", self.idle_timeout);
-                conn.abort();
-                return;
-            }
+        let session = run(&daemon, &target, cmd, io);
+        let Some(outcome) = self
+            .until_gone(session, conn.gone.clone(), conn.activity(), &target, verb)
+            .await
+        else {
+            conn.abort();
+            return;
         };
-        if let Outcome::Failed(e) = &outcome {
-            tracing::info!(container_id, "streaming {verb}: {e}");
-        }
         if let Some(b) =
             remotecommand::status_bytes(&outcome, verb, cmd.unwrap_or_default(), version)
         {
@@ -250,6 +212,168 @@ impl StreamServer {
         let _ = sender.fin(streams.error).await;
         drop(sender);
         conn.close(streams.last).await;
+    }
+
+    /// The session's outcome, or None when the client went away or let it
+    /// idle past the timeout (dropping the session kills its command).
+    async fn until_gone(
+        &self,
+        session: impl std::future::Future<Output = Outcome>,
+        mut gone: tokio::sync::watch::Receiver<bool>,
+        activity: Arc<spdy::Activity>,
+        target: &str,
+        verb: &str,
+    ) -> Option<Outcome> {
+        let outcome = tokio::select! {
+            o = session => o,
+            _ = gone.wait_for(|g| *g) => {
+                tracing::debug!(target, "streaming {verb}: the client hung up");
+                return None;
+            }
+            _ = activity.idle_for(self.idle_timeout) => {
+                tracing::info!(target, "streaming {verb}: idle for {:?}, closed", self.idle_timeout);
+                return None;
+            }
+        };
+        if let Outcome::Failed(e) = &outcome {
+            tracing::info!(target, "streaming {verb}: {e}");
+        }
+        Some(outcome)
+    }
+
+    /// Exec, attach or port-forward over WebSocket.
+    async fn websocket<S>(&self, head: &http::Head, io: S, req: Request, daemon: Arc<Daemon>)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let (supported, wants, target, cmd) = match &req {
+            Request::Exec(x) => (
+                websocket::REMOTECOMMAND,
+                wants_of(x.stdin, x.stdout, x.stderr, x.tty),
+                x.container_id.clone(),
+                Some(x.cmd.clone()),
+            ),
+            Request::Attach(x) => (
+                websocket::REMOTECOMMAND,
+                wants_of(x.stdin, x.stdout, x.stderr, x.tty),
+                x.container_id.clone(),
+                None,
+            ),
+            Request::PortForward(x) => (
+                websocket::PORTFORWARD,
+                Wants::default(),
+                x.pod_sandbox_id.clone(),
+                None,
+            ),
+        };
+        let Some((proto, ws)) = websocket::upgrade(head, io, supported).await else {
+            return;
+        };
+        let mut inputs = std::collections::HashMap::new();
+        if let Request::PortForward(x) = &req {
+            let mut rxs = Vec::new();
+            for (i, _) in x.port.iter().enumerate() {
+                let (tx, rx) = tokio::sync::mpsc::channel(8);
+                inputs.insert((2 * i) as u8, tx);
+                rxs.push(rx);
+            }
+            let ws = websocket::Ws::start(ws, proto, inputs);
+            let mut forwards = tokio::task::JoinSet::new();
+            for (i, (port, rx)) in x.port.iter().zip(rxs).enumerate() {
+                let port = *port as u16;
+                let (data, error) = ((2 * i) as u8, (2 * i + 1) as u8);
+                for ch in [data, error] {
+                    let _ = ws
+                        .out
+                        .send((ch, bytes::Bytes::copy_from_slice(&port.to_le_bytes())))
+                        .await;
+                }
+                forwards.spawn(portforward::forward(
+                    daemon.clone(),
+                    target.clone(),
+                    port,
+                    ws.output(error),
+                    ws.output(data),
+                    rx,
+                ));
+            }
+            let all = async { while forwards.join_next().await.is_some() {} };
+            let mut gone = ws.gone.clone();
+            let activity = ws.activity();
+            tokio::select! {
+                _ = all => {}
+                _ = gone.wait_for(|g| *g) => {}
+                _ = activity.idle_for(self.idle_timeout) => {}
+            }
+            ws.close().await;
+            return;
+        }
+        let stdin = wants.stdin.then(|| {
+            let (tx, rx) = tokio::sync::mpsc::channel(8);
+            inputs.insert(0, tx);
+            rx
+        });
+        let resize = wants.tty.then(|| {
+            let (tx, rx) = tokio::sync::mpsc::channel(8);
+            inputs.insert(4, tx);
+            rx
+        });
+        let ws = websocket::Ws::start(ws, proto, inputs);
+        let stderr = wants.stderr && !wants.tty;
+        // The first message: an empty one on the first channel that is on.
+        let first = if wants.stdout {
+            1
+        } else if stderr {
+            2
+        } else {
+            3
+        };
+        let _ = ws.out.send((first, bytes::Bytes::new())).await;
+        let io = ClientIo {
+            stdin,
+            stdout: wants.stdout.then(|| ws.output(1)),
+            stderr: stderr.then(|| ws.output(2)),
+            resize,
+            tty: wants.tty,
+        };
+        let verb = if cmd.is_some() { "exec" } else { "attach" };
+        let session = run(&daemon, &target, cmd.as_deref(), io);
+        let Some(outcome) = self
+            .until_gone(session, ws.gone.clone(), ws.activity(), &target, verb)
+            .await
+        else {
+            ws.abort();
+            return;
+        };
+        let version = websocket::version(proto);
+        if let Some(b) =
+            remotecommand::status_bytes(&outcome, verb, cmd.as_deref().unwrap_or_default(), version)
+        {
+            let _ = ws.out.send((3, b.into())).await;
+        }
+        ws.close().await;
+    }
+}
+
+fn wants_of(stdin: bool, stdout: bool, stderr: bool, tty: bool) -> Wants {
+    Wants {
+        stdin,
+        stdout,
+        stderr,
+        tty,
+    }
+}
+
+/// An exec (`cmd`) or an attach.
+async fn run<O: relay::Output + 'static>(
+    daemon: &Daemon,
+    target: &str,
+    cmd: Option<&[String]>,
+    io: ClientIo<O>,
+) -> Outcome {
+    match cmd {
+        Some(cmd) => relay::exec(daemon, target, cmd, io).await,
+        None => relay::attach(daemon, target, io).await,
     }
 }
 

@@ -6,7 +6,9 @@
 //! told on the pair's error stream, as kubelet tells it; other pairs on
 //! the connection go on.
 
-use super::spdy::{Connection, Incoming, Sender, RST_CANCEL};
+use super::relay::Output;
+use super::remotecommand::SpdyOutput;
+use super::spdy::{Connection, Incoming, RST_CANCEL};
 use crate::cri::daemon::Daemon;
 use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
@@ -102,13 +104,13 @@ pub async fn serve(mut conn: Connection, pod_id: String, daemon: Arc<Daemon>, id
                 if pair.error.is_some() && pair.data.is_some() {
                     let p = pairs.remove(&request).expect("just seen");
                     let (data_id, data_rx) = p.data.expect("checked");
+                    let out = |id| SpdyOutput { sender: sender.clone(), id };
                     forwards.spawn(forward(
-                        sender.clone(),
                         daemon.clone(),
                         pod_id.clone(),
                         p.port,
-                        p.error.expect("checked"),
-                        data_id,
+                        out(p.error.expect("checked")),
+                        out(data_id),
                         data_rx,
                     ));
                 }
@@ -146,14 +148,14 @@ pub async fn serve(mut conn: Connection, pod_id: String, daemon: Arc<Daemon>, id
     conn.close(last).await;
 }
 
-/// One forwarded connection.
-async fn forward(
-    sender: Sender,
+/// One forwarded connection: its bytes both ways, or why it could not be
+/// made on `error` (then both ended, error first, as kubelet does).
+pub async fn forward<O: Output + 'static>(
     daemon: Arc<Daemon>,
     pod_id: String,
     port: u16,
-    error_id: u32,
-    data_id: u32,
+    mut error: O,
+    mut data: O,
     mut from_client: mpsc::Receiver<Bytes>,
 ) {
     let id = pod_id.as_str();
@@ -171,9 +173,9 @@ async fn forward(
         Err(e) => {
             tracing::info!(pod_id, port, "port-forward: {e}");
             let msg = format!("error forwarding port {port} to pod {pod_id}, uid : {e}");
-            let _ = sender.data(error_id, msg.into()).await;
-            let _ = sender.fin(error_id).await;
-            let _ = sender.fin(data_id).await;
+            let _ = error.write(msg.into()).await;
+            let _ = error.close().await;
+            let _ = data.close().await;
             return;
         }
     };
@@ -188,29 +190,25 @@ async fn forward(
         // The client's end of the data stream: the pod's side reads EOF.
         let _ = wr.shutdown().await;
     });
-    let out = sender.clone();
-    let downstream = async move {
-        let mut buf = BytesMut::with_capacity(READ_MAX);
-        loop {
-            if buf.capacity() < READ_MAX / 2 {
-                buf.reserve(READ_MAX);
-            }
-            match rd.read_buf(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {
-                    if out.data(data_id, buf.split().freeze()).await.is_err() {
-                        return;
-                    }
+    let mut buf = BytesMut::with_capacity(READ_MAX);
+    loop {
+        if buf.capacity() < READ_MAX / 2 {
+            buf.reserve(READ_MAX);
+        }
+        match rd.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                if data.write(buf.split().freeze()).await.is_err() {
+                    break;
                 }
             }
         }
-    };
-    downstream.await;
+    }
     if tokio::time::timeout(LINGER, &mut upstream).await.is_err() {
         upstream.abort();
     }
-    let _ = sender.fin(error_id).await;
-    let _ = sender.fin(data_id).await;
+    let _ = error.close().await;
+    let _ = data.close().await;
 }
 
 #[cfg(test)]

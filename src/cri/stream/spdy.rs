@@ -478,14 +478,20 @@ pub struct Activity {
     last_ms: AtomicU64,
 }
 
+impl Default for Activity {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Activity {
-    fn new() -> Self {
+    pub fn new() -> Self {
         Activity {
             start: Instant::now(),
             last_ms: AtomicU64::new(0),
         }
     }
-    fn touch(&self) {
+    pub fn touch(&self) {
         self.last_ms
             .store(self.start.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
