@@ -16,7 +16,7 @@ _podscopectl() {
         words=("${COMP_WORDS[@]}")
         cword=$COMP_CWORD
     }
-    local commands="list status create start stop rm wait update info pull images inspecti rmi imagefsinfo container ps inspect logs exec help"
+    local commands="list status create start stop rm wait update info pull images inspecti rmi imagefsinfo container ps inspect logs exec attach help"
     local c=1
     [[ ${words[1]} == --no-ask-password ]] && c=2
     if ((cword == c)); then
@@ -76,10 +76,14 @@ _podscopectl() {
         exec)
             [[ $prev == --timeout ]] && return
             if [[ $cur == -* ]]; then
-                COMPREPLY=($(compgen -W "--timeout" -- "$cur"))
-            elif [[ $prev == exec || $prev =~ ^[0-9]+$ ]]; then
+                COMPREPLY=($(compgen -W "--timeout -i -t" -- "$cur"))
+            elif [[ $prev == exec || $prev == -i || $prev == -t || $prev == -it || $prev =~ ^[0-9]+$ ]]; then
                 COMPREPLY=($(compgen -W "$(_podscopectl_ctr_ids)" -- "$cur"))
             fi
+            ;;
+        attach)
+            [[ $cur == -* ]] && COMPREPLY=($(compgen -W "-i" -- "$cur")) \
+                || COMPREPLY=($(compgen -W "$(_podscopectl_ctr_ids)" -- "$cur"))
             ;;
         container)
             if ((cword == c + 1)); then

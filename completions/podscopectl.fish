@@ -8,7 +8,7 @@ function __podscopectl_ctr_ids
     podscopectl ps -a --quiet 2>/dev/null | string sub --length 12
 end
 
-set -l cmds list status create start stop rm wait update info pull images inspecti rmi imagefsinfo container ps inspect logs exec
+set -l cmds list status create start stop rm wait update info pull images inspecti rmi imagefsinfo container ps inspect logs exec attach
 complete -c podscopectl -f
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -l no-ask-password -d 'do not let polkit ask for a password'
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a list -d 'list sandboxes'
@@ -43,7 +43,10 @@ complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_se
 for flag in privileged read-only tty stdin start
     complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_seen_subcommand_from create" -l $flag
 end
-complete -c podscopectl -n "__fish_seen_subcommand_from inspect logs exec" -a '(__podscopectl_ctr_ids)'
+complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a attach -d 'join a running container'\''s streams'
+complete -c podscopectl -n "__fish_seen_subcommand_from inspect logs exec attach" -a '(__podscopectl_ctr_ids)'
+complete -c podscopectl -n "__fish_seen_subcommand_from exec attach" -s i -d 'with this stdin'
+complete -c podscopectl -n "__fish_seen_subcommand_from exec" -s t -d 'on a terminal'
 complete -c podscopectl -n "__fish_seen_subcommand_from logs" -s f -l follow -d 'follow the output'
 complete -c podscopectl -n "__fish_seen_subcommand_from exec" -l timeout -x -d 'seconds before the command is killed'
 complete -c podscopectl -n "__fish_seen_subcommand_from ps" -s a -d 'all containers'

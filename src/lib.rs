@@ -20,5 +20,6 @@ pub mod registry;
 pub mod settings;
 pub mod store;
 pub mod systemd;
+pub mod terminal;
 
 pub use error::{Error, ErrorKind, Result};

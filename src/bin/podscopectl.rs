@@ -56,10 +56,15 @@ Containers (crictl's names where they name nothing else here):
                                           list containers (running ones unless -a)
   inspect ID                              one container as JSON
   logs [-f] ID                            its output, from its CRI log file
-  exec [--timeout SECONDS] ID COMMAND...  run a command in a running container;
-                                          exits with the command's status
+  exec [-i] [-t] [--timeout SECONDS] ID COMMAND...
+                                          run a command in a running container;
+                                          exits with the command's status. -i: with
+                                          this stdin; -t: on a terminal (ctrl-p ctrl-q
+                                          detaches)
+  attach [-i] ID                          join a running container's output (and,
+                                          with -i, its stdin; its terminal if it has one)
 
-Create, start, stop, rm, update, pull, rmi, container and exec let polkit ask for a password (through an
+Create, start, stop, rm, update, pull, rmi, container, exec and attach let polkit ask for a password (through an
 authentication agent) unless --no-ask-password is given.";
 
 struct Fail(String);
@@ -210,6 +215,7 @@ async fn run(args: Vec<String>) -> Result<i32, Fail> {
         }
         "logs" => containers::logs(&m, rest).await,
         "exec" => return containers::exec(&m, rest).await,
+        "attach" => return containers::attach(&m, rest).await,
         "pull" => images::pull(mutate.flags, rest).await,
         "images" => images::list(&m, rest).await,
         "inspecti" => {
@@ -1056,7 +1062,46 @@ mod containers {
         Ok(())
     }
 
+    /// `-i`, `-t` (or `-it`), in any order, then the rest.
+    fn stream_flags(mut args: &[String]) -> (bool, bool, &[String]) {
+        let (mut stdin, mut tty) = (false, false);
+        while let [flag, tail @ ..] = args {
+            match flag.as_str() {
+                "-i" | "--interactive" => stdin = true,
+                "-t" | "--tty" => tty = true,
+                "-it" | "-ti" => (stdin, tty) = (true, true),
+                _ => break,
+            }
+            args = tail;
+        }
+        (stdin, tty, args)
+    }
+
+    fn session_end(r: Result<podscope::terminal::End, String>) -> Result<i32, Fail> {
+        match r.map_err(Fail)? {
+            podscope::terminal::End::Exited(code) => Ok(code),
+            podscope::terminal::End::Detached => {
+                eprintln!("\r\npodscopectl: detached");
+                Ok(0)
+            }
+        }
+    }
+
+    pub async fn attach(m: &Client, args: &[String]) -> Result<i32, Fail> {
+        let (stdin, _, rest) = stream_flags(args);
+        let [id] = rest else {
+            return Err(Fail("attach takes [-i] ID".into()));
+        };
+        let s = m.container_status(id).await?;
+        let stdin = stdin && s.stdin;
+        // A terminal container's terminal is joined on ours.
+        // SAFETY: isatty on stdin.
+        let tty = s.tty && stdin && unsafe { libc::isatty(0) } == 1;
+        session_end(podscope::terminal::session(m, &s.id, None, stdin, tty).await)
+    }
+
     pub async fn exec(m: &Client, args: &[String]) -> Result<i32, Fail> {
+        let (stdin, tty, args) = stream_flags(args);
         let mut timeout_ms = 0u64;
         let mut rest = args;
         if let [flag, v, tail @ ..] = args {
@@ -1067,6 +1112,19 @@ mod containers {
                     * 1000;
                 rest = tail;
             }
+        }
+        if stdin || tty {
+            let [id, cmd @ ..] = rest else {
+                return Err(Fail("exec needs an ID and a command".into()));
+            };
+            let cmd: Vec<String> = cmd.iter().skip_while(|a| *a == "--").cloned().collect();
+            if cmd.is_empty() {
+                return Err(Fail("exec needs a command".into()));
+            }
+            if timeout_ms != 0 {
+                return Err(Fail("--timeout is for exec without -i or -t".into()));
+            }
+            return session_end(podscope::terminal::session(m, id, Some(&cmd), stdin, tty).await);
         }
         let [id, cmd @ ..] = rest else {
             return Err(Fail("exec needs an ID and a command".into()));

@@ -14,7 +14,6 @@ use super::exec::{hang_up_or, tell, tokio_control, ExecIo};
 use super::*;
 use crate::api::exec::{ControlMessage, ExecEvent};
 use std::os::fd::{AsRawFd, OwnedFd};
-use tokio::io::AsyncWriteExt;
 
 /// Once the container's streams ended, attachers have this long to take
 /// what is queued for them.
@@ -76,10 +75,16 @@ impl<S: SystemdClient + Clone> Containers<S> {
             let Some(fd) = fd else { continue };
             let (id, rx) = tap.attach(stream);
             tapped.push(id);
-            writers.spawn(feed_pipe(rx, fd));
+            writers.spawn_blocking(move || feed(rx, fd));
         }
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stdin_task = match (io.stdin, input) {
-            (Some(from), Some(to)) => Some(tokio::spawn(copy_stdin(from, to))),
+            (Some(from), Some(to)) => {
+                let stop = stop.clone();
+                Some(tokio::task::spawn_blocking(move || {
+                    copy_stdin(from, to, &stop)
+                }))
+            }
             _ => None,
         };
         let stdin_once = c.config.stdin_once && stdin_task.is_some();
@@ -118,9 +123,9 @@ impl<S: SystemdClient + Clone> Containers<S> {
                     std::future::pending::<()>().await
                 } => {}
             }
-            if let Some(t) = stdin_task {
-                t.abort();
-            }
+            // The copy notices within a poll's wait.
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            drop(stdin_task);
             if stdin_once {
                 this.close_stdin(&id).await;
             }
@@ -157,53 +162,71 @@ impl<S: SystemdClient + Clone> Containers<S> {
     }
 }
 
-/// An attacher's copy of a stream, into its pipe, until the tap lets go.
-async fn feed_pipe(mut rx: tokio::sync::mpsc::Receiver<bytes::Bytes>, fd: OwnedFd) {
-    let Ok(mut w) = tokio::net::unix::pipe::Sender::from_owned_fd(fd) else {
-        return;
-    };
-    while let Some(b) = rx.recv().await {
-        if w.write_all(&b).await.is_err() {
+/// An attacher's copy of a stream, into its descriptor, until the tap
+/// lets go. Blocking writes on a thread of the pool: the descriptor is the
+/// caller's (a pipe, or podscopectl's own terminal, whose flags are not
+/// ours to change).
+fn feed(mut rx: tokio::sync::mpsc::Receiver<bytes::Bytes>, fd: OwnedFd) {
+    while let Some(b) = rx.blocking_recv() {
+        if write_all(&fd, &b).is_err() {
             return;
         }
     }
 }
 
-/// The attacher's stdin into the container's (a pipe or the terminal).
-async fn copy_stdin(from: OwnedFd, to: OwnedFd) {
-    use tokio::io::AsyncReadExt;
-    let Ok(mut r) = tokio::net::unix::pipe::Receiver::from_owned_fd(from) else {
-        return;
-    };
-    if logs::set_nonblocking(&to).is_err() {
-        return;
-    }
-    let Ok(to) = logs::async_fd_rw(to) else {
-        return;
-    };
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = match r.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        let mut data = &buf[..n];
-        while !data.is_empty() {
-            let Ok(mut g) = to.writable().await else {
-                return;
-            };
-            // SAFETY: writing from our buffer to a descriptor we own.
-            let w =
-                unsafe { libc::write(to.get_ref().as_raw_fd(), data.as_ptr().cast(), data.len()) };
-            if w < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() == std::io::ErrorKind::WouldBlock {
-                    g.clear_ready();
-                    continue;
+/// Write everything, waiting out a descriptor that is non-blocking.
+fn write_all(fd: &OwnedFd, mut b: &[u8]) -> std::io::Result<()> {
+    while !b.is_empty() {
+        // SAFETY: writing from our buffer to a descriptor we own.
+        let n = unsafe { libc::write(fd.as_raw_fd(), b.as_ptr().cast(), b.len()) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            match e.kind() {
+                std::io::ErrorKind::WouldBlock => {
+                    wait_for(fd, libc::POLLOUT, 1000);
                 }
-                return;
+                std::io::ErrorKind::Interrupted => {}
+                _ => return Err(e),
             }
-            data = &data[w as usize..];
+            continue;
+        }
+        b = &b[n as usize..];
+    }
+    Ok(())
+}
+
+/// poll(2) one descriptor; whether it is ready.
+fn wait_for(fd: &OwnedFd, events: libc::c_short, ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut p, 1, ms) > 0 }
+}
+
+/// The attacher's stdin into the container's (a pipe or the terminal),
+/// until its end, an error, or `stop`.
+fn copy_stdin(from: OwnedFd, to: OwnedFd, stop: &std::sync::atomic::AtomicBool) {
+    let mut buf = vec![0u8; 64 * 1024];
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if !wait_for(&from, libc::POLLIN, 200) {
+            continue;
+        }
+        // SAFETY: reading into our buffer from a descriptor we own.
+        let n = unsafe { libc::read(from.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n == 0 {
+            return;
+        }
+        if n < 0 {
+            match std::io::Error::last_os_error().kind() {
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => continue,
+                _ => return,
+            }
+        }
+        if write_all(&to, &buf[..n as usize]).is_err() {
+            return;
         }
     }
 }

@@ -223,13 +223,6 @@ pub fn async_fd(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
         .map_err(|e| io::Error::other(e.to_string()))
 }
 
-/// Poll an owned descriptor with tokio for writing.
-pub fn async_fd_rw(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
-    // SAFETY: as for async_fd.
-    unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::WRITABLE) }
-        .map_err(|e| io::Error::other(e.to_string()))
-}
-
 /// Make `fd` non-blocking.
 pub fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
     // SAFETY: fcntl on a valid fd.

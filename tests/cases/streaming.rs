@@ -540,3 +540,61 @@ async fn websocket_port_forward_reaches_the_pods_port() {
     );
     m.remove(&pod).await.unwrap();
 }
+
+/// podscopectl's exec with its own stdin (`-i`) and on a terminal (`-it`):
+/// the caller's descriptors go to podscoped as they are, or the runtime's
+/// terminal comes back and is relayed, sized like the caller's.
+#[tokio::test]
+async fn podscopectl_exec_i_and_it() {
+    let (m, _) = manager().await;
+    let (pod, id) = sleeper(&m, "sp", "").await;
+    let (rc, out, err) = sh_out(&format!(
+        "echo piped | podscopectl exec -i {id} sh -c 'cat; echo to-stderr >&2; exit 4'"
+    ));
+    assert_eq!((rc, out.as_str()), (4, "piped\n"), "{err}");
+    assert_eq!(err, "to-stderr\n");
+    let (rc, out, err) = sh_out(&format!(
+        "( sleep 1; printf 'tty; stty size\\r'; sleep 1; printf 'exit 6\\r'; sleep 1 ) \
+         | script -qec \"stty cols 77 rows 22; podscopectl exec -it {id} sh\" /dev/null"
+    ));
+    assert_eq!(rc, 6, "{out}{err}");
+    assert!(
+        out.contains("/dev/pts/0") && out.contains("22 77"),
+        "{out}{err}"
+    );
+    no_exec_left();
+    m.remove(&pod).await.unwrap();
+}
+
+/// podscopectl attach: the container's output on ours; on a terminal
+/// container, ctrl-p ctrl-q detaches and leaves it running.
+#[tokio::test]
+async fn podscopectl_attach_follows_and_detaches() {
+    let (m, _) = manager().await;
+    let (pod, id, _) = counter(&m, "sq").await;
+    let (_, out, _) = sh_out(&format!("timeout 2 podscopectl attach {id}"));
+    let lines: Vec<String> = out.lines().map(String::from).collect();
+    let n = crate::containers::numbered(&lines, "line");
+    assert!(lines.len() >= 10 && n.malformed.is_empty(), "{out}");
+
+    let mut o = sh_cmd("exec sh");
+    o.command = vec!["sh".into()];
+    o.stdin = true;
+    o.tty = true;
+    let term = run(&m, &pod, "term", o).await;
+    let (rc, out, err) = sh_out(&format!(
+        "( sleep 1; printf 'echo attached-$((40+2))\\r'; sleep 1; printf '\\020\\021'; sleep 1 ) \
+         | script -qec \"podscopectl attach -i {term}\" /dev/null"
+    ));
+    assert_eq!(rc, 0, "{out}{err}");
+    assert!(
+        out.contains("attached-42") && out.contains("detached"),
+        "{out}{err}"
+    );
+    let s = m.container_status(&term).await.unwrap();
+    assert_eq!(
+        s.state,
+        podscope::domain::container::ContainerState::Running
+    );
+    m.remove(&pod).await.unwrap();
+}
