@@ -125,7 +125,7 @@ async fn a_hung_up_exec_is_killed_with_all_it_started() {
         .spawn()
         .unwrap();
     wait_until(Duration::from_secs(10), || {
-        sh_status("pgrep -f 'sleep 1001' >/dev/null && pgrep -f 'sleep 1002' >/dev/null") == 0
+        sh_status("pgrep -f 'sleep 100[1]' >/dev/null && pgrep -f 'sleep 100[2]' >/dev/null") == 0
     });
     child.kill().unwrap();
     child.wait().unwrap();
@@ -597,4 +597,213 @@ async fn podscopectl_attach_follows_and_detaches() {
         podscope::domain::container::ContainerState::Running
     );
     m.remove(&pod).await.unwrap();
+}
+
+/// podscope-cri's PID, RSS (KiB) and open descriptors.
+fn frontend() -> (u32, u64, usize) {
+    let pid: u32 = sh("systemctl show -p MainPID --value podscope-cri.service")
+        .trim()
+        .parse()
+        .unwrap();
+    assert_ne!(pid, 0, "podscope-cri is not running");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    (pid, rss, fds)
+}
+
+/// Restarts podscope-cri on the shipped config when dropped.
+struct FrontendConfig;
+
+impl FrontendConfig {
+    fn set(config: &str) -> Self {
+        std::fs::write("/etc/podscope/podscope.toml", config).unwrap();
+        sh("systemctl restart podscope-cri.service");
+        FrontendConfig
+    }
+}
+
+impl Drop for FrontendConfig {
+    fn drop(&mut self) {
+        restore_config();
+        let _ = sh_out("systemctl restart podscope-cri.service");
+    }
+}
+
+/// A session with no traffic for stream_idle_timeout_ms is closed, and
+/// its command killed.
+#[tokio::test]
+async fn an_idle_stream_is_closed_at_its_timeout() {
+    let (m, _) = manager().await;
+    let (pod, id) = sleeper(&m, "sl", "").await;
+    let _config = FrontendConfig::set("stream_idle_timeout_ms = 1500\n");
+    let t0 = std::time::Instant::now();
+    let (rc, _, err) = sh_out(&crictl_cmd(&format!("exec {id} sleep 1003")));
+    assert_ne!(rc, 0);
+    assert!(err.contains("idle"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    wait_until(Duration::from_secs(10), || {
+        sh_status("pgrep -f 'sleep 100[3]' >/dev/null") != 0
+    });
+    no_exec_left();
+    m.remove(&pod).await.unwrap();
+}
+
+/// 200 connections that never send a request: the server still serves,
+/// and closes them at its head timeout; nothing stays open.
+#[tokio::test]
+async fn two_hundred_idle_connections_change_nothing() {
+    let (m, _) = manager().await;
+    let (pod, id) = sleeper(&m, "sd", "").await;
+    // Where the streaming server listens: an Exec's URL says.
+    let url = exec_url(&id, &["true"], false).await;
+    let host = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let (_, _, fds0) = frontend();
+    let idle: Vec<std::net::TcpStream> = (0..200)
+        .map(|_| std::net::TcpStream::connect(&host).unwrap())
+        .collect();
+    let (rc, out, err) = sh_out(&crictl_cmd(&format!("exec {id} echo served")));
+    assert_eq!((rc, out.as_str()), (0, "served\n"), "{err}");
+    // Each is closed by the server within its 10 s for the request head.
+    for mut s in idle {
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut b = [0u8; 16];
+        assert_eq!(s.read(&mut b).unwrap_or(0), 0);
+    }
+    wait_until(Duration::from_secs(10), || frontend().2 <= fds0);
+    no_exec_left();
+    m.remove(&pod).await.unwrap();
+}
+
+/// A client that stops reading: the command blocks on its full pipe, no
+/// buffer grows (podscope-cri's RSS, podscoped's), and hanging up kills it.
+#[tokio::test]
+async fn a_client_that_stops_reading_blocks_the_command_not_memory() {
+    let (m, _) = manager().await;
+    let (pod, id) = sleeper(&m, "sr", "").await;
+    let url = exec_url(&id, &["cat", "/dev/zero"], false).await;
+    let daemon_rss = || -> u64 {
+        let pid = sh("systemctl show -p MainPID --value podscoped")
+            .trim()
+            .to_owned();
+        sh(&format!("grep VmRSS /proc/{pid}/status"))
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (_, rss0, _) = frontend();
+    let drss0 = daemon_rss();
+    // Upgrades, then never reads another byte.
+    let script = format!(
+        "import asyncio, websockets\n\
+         async def main():\n\
+         \x20   async with websockets.connect('ws://{}', subprotocols=['v4.channel.k8s.io'], max_size=None) as ws:\n\
+         \x20       await asyncio.sleep(6)\n\
+         asyncio.run(main())\n",
+        url.trim_start_matches("http://")
+    );
+    std::fs::write("/run/podscope-test-stall.py", script).unwrap();
+    let (rc, _, err) = sh_out("/usr/bin/python3 /run/podscope-test-stall.py");
+    assert_eq!(rc, 0, "{err}");
+    let (_, rss1, _) = frontend();
+    let drss1 = daemon_rss();
+    assert!(
+        rss1 < rss0 + 16 * 1024,
+        "podscope-cri grew from {rss0} to {rss1} KiB"
+    );
+    assert!(
+        drss1 < drss0 + 16 * 1024,
+        "podscoped grew from {drss0} to {drss1} KiB"
+    );
+    wait_until(Duration::from_secs(10), || {
+        sh_status("pgrep -f 'cat /dev/[z]ero' >/dev/null") != 0
+    });
+    no_exec_left();
+    m.remove(&pod).await.unwrap();
+}
+
+/// 1000 sessions, half over SPDY (crictl), half over WebSocket, opened and
+/// closed: podscope-cri's descriptors are where they were, its RSS about.
+#[tokio::test]
+async fn a_thousand_sessions_leave_no_trace_in_the_frontend() {
+    let (m, _) = manager().await;
+    let (pod, id) = sleeper(&m, "sn", "").await;
+    let spdy = |n: usize| {
+        let (rc, out, err) = sh_out(&format!(
+            "for i in $(seq {n}); do {} || exit 1; done | wc -l",
+            crictl_cmd(&format!("exec {id} echo x"))
+        ));
+        assert_eq!((rc, out.trim()), (0, n.to_string().as_str()), "{err}");
+    };
+    // Its gRPC connection counts in the frontend: made before the count.
+    let mut c = cri_client().await;
+    // Warm up: the allocator's and the runtime's first growth.
+    spdy(20);
+    let (_, rss0, fds0) = frontend();
+    spdy(500);
+    let mut urls = Vec::new();
+    for _ in 0..500 {
+        let req = cri::ExecRequest {
+            container_id: id.clone(),
+            cmd: vec!["echo".into(), "x".into()],
+            stdout: true,
+            ..Default::default()
+        };
+        urls.push(c.exec(req).await.unwrap().into_inner().url);
+        if urls.len() == 100 {
+            ws_many(&urls);
+            urls.clear();
+        }
+    }
+    // The last connections' ends are a moment behind the clients'.
+    let t0 = std::time::Instant::now();
+    while frontend().2 > fds0 && t0.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, rss1, fds1) = frontend();
+    assert_eq!(fds1, fds0, "descriptors: {fds0} before, {fds1} after");
+    assert!(
+        rss1 < rss0 + 4 * 1024,
+        "RSS: {rss0} KiB before, {rss1} KiB after"
+    );
+    no_exec_left();
+    m.remove(&pod).await.unwrap();
+}
+
+/// Python's websockets runs an exec at each URL, one after the other.
+fn ws_many(urls: &[String]) {
+    let list: Vec<String> = urls
+        .iter()
+        .map(|u| format!("'ws://{}'", u.trim_start_matches("http://")))
+        .collect();
+    let script = format!(
+        "import asyncio, websockets\n\
+         async def one(u):\n\
+         \x20   async with websockets.connect(u, subprotocols=['v4.channel.k8s.io']) as ws:\n\
+         \x20       got = b''\n\
+         \x20       async for m in ws:\n\
+         \x20           got += m\n\
+         \x20       assert b'\\x01x\\n' in got, got\n\
+         async def main():\n\
+         \x20   for u in [{}]:\n\
+         \x20       await one(u)\n\
+         asyncio.run(main())\n",
+        list.join(",")
+    );
+    std::fs::write("/run/podscope-test-many.py", script).unwrap();
+    let (rc, out, err) = sh_out("/usr/bin/python3 /run/podscope-test-many.py");
+    assert_eq!(rc, 0, "{out}{err}");
 }

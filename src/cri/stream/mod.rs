@@ -214,8 +214,9 @@ impl StreamServer {
         conn.close(streams.last).await;
     }
 
-    /// The session's outcome, or None when the client went away or let it
-    /// idle past the timeout (dropping the session kills its command).
+    /// The session's outcome (a failure when it idled past the timeout), or
+    /// None when the client went away. Either way the session is dropped
+    /// when it ends here, which kills its command.
     async fn until_gone(
         &self,
         session: impl std::future::Future<Output = Outcome>,
@@ -231,8 +232,12 @@ impl StreamServer {
                 return None;
             }
             _ = activity.idle_for(self.idle_timeout) => {
-                tracing::info!(target, "streaming {verb}: idle for {:?}, closed", self.idle_timeout);
-                return None;
+                // Said on the error stream, or the client, whose streams
+                // just end, would take it for a success.
+                Outcome::Failed(format!(
+                    "the session was idle for {} s (stream_idle_timeout_ms): closed",
+                    self.idle_timeout.as_secs_f64()
+                ))
             }
         };
         if let Outcome::Failed(e) = &outcome {

@@ -265,7 +265,13 @@ async fn write_loop<S>(
         }
         activity.touch();
     }
-    let _ = sink.send(Message::Close(None)).await;
+    // A normal closure (1000), as the Go server's: a close without a
+    // code reads as abnormal (1005) to clients.
+    let normal = tokio_tungstenite::tungstenite::protocol::CloseFrame {
+        code: tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode::Normal,
+        reason: "".into(),
+    };
+    let _ = sink.send(Message::Close(Some(normal))).await;
     let _ = sink.close().await;
 }
 
