@@ -372,6 +372,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 let _ = tokio::time::timeout(Duration::from_secs(5), r).await;
             }
         }
+        self.end_execs(&c).await;
         if exit.reason.is_empty() {
             exit.reason = exit_reason(exit.code, oom_killed).to_owned();
         }
@@ -400,6 +401,22 @@ impl<S: SystemdClient + Clone> Containers<S> {
             ContainerState::Exited,
         ));
         Ok(())
+    }
+
+    /// The container ended: so do its execs. In a pod's shared PID
+    /// namespace nothing else would end them (the kernel does only when
+    /// the container's own PID namespace loses its init), and a command
+    /// must not outlive the container it ran in.
+    async fn end_execs(&self, c: &Container) {
+        let pattern = format!("podscope-exec-{}-*.service", c.id.short());
+        let Ok(units) = self.systemd.list_units(&pattern).await else {
+            return;
+        };
+        for (unit, state) in units {
+            if state != "inactive" && state != "failed" {
+                let _ = self.systemd.kill_unit(&unit, libc::SIGKILL).await;
+            }
+        }
     }
 
     /// Ask systemd whether a running container's main process ended; if it

@@ -807,3 +807,59 @@ fn ws_many(urls: &[String]) {
     let (rc, out, err) = sh_out("/usr/bin/python3 /run/podscope-test-many.py");
     assert_eq!(rc, 0, "{out}{err}");
 }
+
+/// In a pod's shared PID namespace nothing but podscope ends an exec when
+/// its container stops: the command must not outlive the container.
+#[tokio::test]
+async fn a_stopped_container_takes_its_execs_along() {
+    use podscope::api::container::{ContainerOptions, Security};
+    use podscope::domain::NamespaceMode;
+    let (m, _) = manager().await;
+    pull_busybox(&m).await;
+    let pod = create_started(
+        &m,
+        "sv",
+        podscope::api::CreateOptions {
+            pid_namespace: Some(NamespaceMode::Pod),
+            ..Default::default()
+        },
+    )
+    .await;
+    let id = run(
+        &m,
+        &pod,
+        "shared",
+        ContainerOptions {
+            command: vec!["sleep".into(), "3600".into()],
+            security: Security {
+                pid_namespace: NamespaceMode::Pod,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut child = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "exec {}",
+            crictl_cmd(&format!("exec {id} sleep 1005"))
+        ))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until(Duration::from_secs(10), || {
+        sh_status("pgrep -f 'sleep 100[5]' >/dev/null") == 0
+    });
+    m.stop_container(&id, 0).await.unwrap();
+    wait_until(Duration::from_secs(10), || {
+        sh_status("pgrep -f 'sleep 100[5]' >/dev/null") != 0
+    });
+    // The client is told, and goes.
+    wait_until(Duration::from_secs(10), || {
+        child.try_wait().unwrap().is_some()
+    });
+    no_exec_left();
+    m.remove(&pod).await.unwrap();
+}
