@@ -300,6 +300,8 @@ impl<S: SystemdClient + Clone> Containers<S> {
             })
         };
         let mut hung_up = hung_up;
+        // A oneshot is not to be awaited again once it answered.
+        let mut gone = false;
         if let Some(term) = run.terminal.take() {
             tokio::select! {
                 t = tokio::time::timeout(TERMINAL_TIMEOUT, term) => {
@@ -322,12 +324,14 @@ impl<S: SystemdClient + Clone> Containers<S> {
                         }
                     }
                 }
-                _ = &mut hung_up => {}
+                _ = &mut hung_up => gone = true,
             }
         }
         let end = self
             .finish_exec(run, timeout, async move {
-                let _ = hung_up.await;
+                if !gone {
+                    let _ = hung_up.await;
+                }
             })
             .await;
         let ev = match end {

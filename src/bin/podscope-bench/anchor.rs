@@ -159,6 +159,11 @@ pub struct Tools {
 }
 
 impl Tools {
+    /// crictl's path, for commands a shell pipes.
+    pub fn crictl_path(&self) -> &Path {
+        &self.crictl
+    }
+
     pub fn from_env() -> Tools {
         let get = |var: &str| {
             let p = PathBuf::from(

@@ -11,6 +11,7 @@ mod failpoints;
 mod images;
 mod kubelet;
 mod kubelet_client;
+mod streaming;
 
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
@@ -204,7 +205,8 @@ async fn remove_all(m: &Client) {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     // Sections to run (default: all): latency, network, cri, clients,
-    // crash, abuse, failpoints, images, alive, throughput, containers
+    // crash, abuse, failpoints, images, alive, throughput, streaming
+    // (exec, attach and port-forward against containerd's), containers
     // (also named anchor: podscope's container figures with crun and runc
     // against containerd's, all taken in this run), kubelet (a real
     // kubelet driving containerd, then podscope).
@@ -275,6 +277,9 @@ async fn main() {
     }
     if run("containers") || run("anchor") {
         containers::run(&mut t).await;
+    }
+    if run("streaming") {
+        streaming::run(&mut t).await;
     }
     println!();
     t.print();
