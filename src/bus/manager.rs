@@ -277,6 +277,7 @@ impl Manager {
 
     // A TCP connection to localhost:port inside the pod's network
     // namespace (the host's for a host-network pod), handed over connected.
+    #[zbus(out_args("socket"))]
     async fn port_forward(
         &self,
         #[zbus(header)] hdr: Header<'_>,

@@ -469,13 +469,20 @@ async fn cri_errors_map_to_grpc_codes() {
     assert_eq!(code, Code::FailedPrecondition);
     remove(&mut c, &id).await.unwrap();
 
-    // UNIMPLEMENTED, saying so (streaming comes later).
+    // NOT_FOUND from a streaming call, at the call, not at the upgrade.
     let (code, msg) = code_of(
         c.port_forward(cri::PortForwardRequest {
             pod_sandbox_id: id.clone(),
             port: vec![80],
         })
         .await,
+    );
+    assert_eq!(code, Code::NotFound, "{msg}");
+    assert!(msg.contains(&id), "{msg}");
+    // UNIMPLEMENTED, saying so.
+    let (code, msg) = code_of(
+        c.checkpoint_container(cri::CheckpointContainerRequest::default())
+            .await,
     );
     assert_eq!(code, Code::Unimplemented);
     assert!(msg.contains("not implemented"), "{msg}");
