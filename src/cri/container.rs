@@ -565,22 +565,12 @@ impl Cri {
         if req.cmd.is_empty() {
             return Err(invalid("cmd", "must not be empty"));
         }
-        if req.tty && req.stderr {
-            return Err(invalid("stderr", "tty and stderr cannot both be true"));
-        }
-        if !req.stdin && !req.stdout && !req.stderr {
-            return Err(invalid(
-                "stdout",
-                "one of stdin, stdout, or stderr must be set",
-            ));
-        }
+        streams_asked(req.stdin, req.stdout, req.stderr, req.tty)?;
         self.running(&req.container_id).await?;
         let url = self
             .stream
             .url(super::stream::tokens::Request::Exec(req))
-            .map_err(|_| {
-                Status::resource_exhausted("maximum number of in-flight requests exceeded")
-            })?;
+            .map_err(|_| in_flight())?;
         Ok(cri::ExecResponse { url })
     }
 
@@ -592,15 +582,7 @@ impl Cri {
         if req.container_id.is_empty() {
             return Err(invalid("container_id", "must not be empty"));
         }
-        if req.tty && req.stderr {
-            return Err(invalid("stderr", "tty and stderr cannot both be true"));
-        }
-        if !req.stdin && !req.stdout && !req.stderr {
-            return Err(invalid(
-                "stdout",
-                "one of stdin, stdout, or stderr must be set",
-            ));
-        }
+        streams_asked(req.stdin, req.stdout, req.stderr, req.tty)?;
         self.running(&req.container_id).await?;
         let url = self
             .stream
@@ -793,6 +775,21 @@ pub async fn events(
             .await;
     });
     Ok(rx)
+}
+
+/// An exec's or attach's streams, as kubelet's streaming server checks
+/// them: a terminal has no stderr, and one stream at least.
+fn streams_asked(stdin: bool, stdout: bool, stderr: bool, tty: bool) -> Result<(), Status> {
+    if tty && stderr {
+        return Err(invalid("stderr", "tty and stderr cannot both be true"));
+    }
+    if !stdin && !stdout && !stderr {
+        return Err(invalid(
+            "stdout",
+            "one of stdin, stdout, or stderr must be set",
+        ));
+    }
+    Ok(())
 }
 
 /// Kubelet's answer when 1000 streaming requests wait for their client.

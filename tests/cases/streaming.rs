@@ -304,6 +304,17 @@ async fn attachers_see_the_output_and_the_log_keeps_every_line() {
     m.remove(&pod).await.unwrap();
 }
 
+/// A container running `sh` on its stdin (with stdin_once, or a terminal).
+fn shell(stdin_once: bool, tty: bool) -> podscope::api::container::ContainerOptions {
+    podscope::api::container::ContainerOptions {
+        command: vec!["sh".into()],
+        stdin: true,
+        stdin_once,
+        tty,
+        ..Default::default()
+    }
+}
+
 /// stdin_once: the first attacher's stdin ending ends the container's
 /// stdin, and `sh` with it; the attach ends with the container.
 #[tokio::test]
@@ -311,11 +322,7 @@ async fn attach_with_stdin_once_closes_the_containers_stdin() {
     let (m, _) = manager().await;
     pull_busybox(&m).await;
     let (pod, _) = log_pod(&m, "si", "").await;
-    let mut o = sh_cmd("exec sh");
-    o.command = vec!["sh".into()];
-    o.stdin = true;
-    o.stdin_once = true;
-    let id = run(&m, &pod, "shell", o).await;
+    let id = run(&m, &pod, "shell", shell(true, false)).await;
     let (rc, out, err) = sh_out(&format!(
         "printf 'echo attached-$((40+2))\\n' | timeout 30 {}",
         crictl_cmd(&format!("attach -i {id}"))
@@ -342,11 +349,7 @@ async fn crictl_attach_it_runs_on_a_real_terminal() {
     let (m, _) = manager().await;
     pull_busybox(&m).await;
     let (pod, _) = log_pod(&m, "sy", "").await;
-    let mut o = sh_cmd("exec sh");
-    o.command = vec!["sh".into()];
-    o.stdin = true;
-    o.tty = true;
-    let id = run(&m, &pod, "term", o).await;
+    let id = run(&m, &pod, "term", shell(false, true)).await;
     let script = format!(
         "( sleep 1; printf 'echo attached-$((40+2)); stty size\\r'; sleep 1; printf 'exit 7\\r'; sleep 1 ) \
          | script -qec \"stty cols 99 rows 33; {}\" /dev/null",
@@ -577,11 +580,7 @@ async fn podscopectl_attach_follows_and_detaches() {
     let n = crate::containers::numbered(&lines, "line");
     assert!(lines.len() >= 10 && n.malformed.is_empty(), "{out}");
 
-    let mut o = sh_cmd("exec sh");
-    o.command = vec!["sh".into()];
-    o.stdin = true;
-    o.tty = true;
-    let term = run(&m, &pod, "term", o).await;
+    let term = run(&m, &pod, "term", shell(false, true)).await;
     let (rc, out, err) = sh_out(&format!(
         "( sleep 1; printf 'echo attached-$((40+2))\\r'; sleep 1; printf '\\020\\021'; sleep 1 ) \
          | script -qec \"podscopectl attach -i {term}\" /dev/null"

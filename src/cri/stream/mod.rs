@@ -198,7 +198,13 @@ impl StreamServer {
         };
         let session = run(&daemon, &target, cmd, io);
         let Some(outcome) = self
-            .until_gone(session, conn.gone.clone(), conn.activity(), &target, verb)
+            .until_gone(
+                session,
+                conn.link.gone.clone(),
+                conn.link.activity.clone(),
+                &target,
+                verb,
+            )
             .await
         else {
             conn.abort();
@@ -303,8 +309,8 @@ impl StreamServer {
                 ));
             }
             let all = async { while forwards.join_next().await.is_some() {} };
-            let mut gone = ws.gone.clone();
-            let activity = ws.activity();
+            let mut gone = ws.link.gone.clone();
+            let activity = ws.link.activity.clone();
             tokio::select! {
                 _ = all => {}
                 _ = gone.wait_for(|g| *g) => {}
@@ -344,7 +350,13 @@ impl StreamServer {
         let verb = if cmd.is_some() { "exec" } else { "attach" };
         let session = run(&daemon, &target, cmd.as_deref(), io);
         let Some(outcome) = self
-            .until_gone(session, ws.gone.clone(), ws.activity(), &target, verb)
+            .until_gone(
+                session,
+                ws.link.gone.clone(),
+                ws.link.activity.clone(),
+                &target,
+                verb,
+            )
             .await
         else {
             ws.abort();

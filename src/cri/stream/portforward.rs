@@ -64,8 +64,8 @@ pub async fn serve(mut conn: Connection, pod_id: String, daemon: Arc<Daemon>, id
     let mut pairs: HashMap<String, Pair> = HashMap::new();
     let mut last = 0u32;
     let mut forwards = tokio::task::JoinSet::new();
-    let activity = conn.activity();
-    let mut gone = conn.gone.clone();
+    let activity = conn.link.activity.clone();
+    let mut gone = conn.link.gone.clone();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {

@@ -470,11 +470,49 @@ impl Sender {
 pub struct Connection {
     pub incoming: mpsc::Receiver<Incoming>,
     pub sender: Sender,
-    /// Resolves when the client has gone (EOF, GOAWAY, a broken frame).
+    pub link: Link,
+}
+
+/// An upgraded connection's reader and writer tasks and what they tell,
+/// SPDY's and WebSocket's alike.
+pub struct Link {
+    /// True once the client has gone (EOF, its close or GOAWAY, a broken
+    /// frame).
     pub gone: tokio::sync::watch::Receiver<bool>,
-    activity: Arc<Activity>,
+    pub activity: Arc<Activity>,
     reader: tokio::task::JoinHandle<()>,
     writer: tokio::task::JoinHandle<()>,
+}
+
+impl Link {
+    pub fn new(
+        gone: tokio::sync::watch::Receiver<bool>,
+        activity: Arc<Activity>,
+        reader: tokio::task::JoinHandle<()>,
+        writer: tokio::task::JoinHandle<()>,
+    ) -> Self {
+        Link {
+            gone,
+            activity,
+            reader,
+            writer,
+        }
+    }
+
+    /// The end, once every sender of the writer's queue is dropped: what
+    /// is queued written and the socket shut down, then a moment for the
+    /// client to close its side.
+    pub async fn close(mut self) {
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.writer).await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.gone.wait_for(|g| *g)).await;
+        self.reader.abort();
+    }
+
+    /// Drop everything now (the client is gone or misbehaved).
+    pub fn abort(self) {
+        self.reader.abort();
+        self.writer.abort();
+    }
 }
 
 /// When a frame last went either way.
@@ -535,15 +573,8 @@ impl Connection {
         Connection {
             incoming: in_rx,
             sender,
-            gone,
-            activity,
-            reader,
-            writer,
+            link: Link::new(gone, activity, reader, writer),
         }
-    }
-
-    pub fn activity(&self) -> Arc<Activity> {
-        self.activity.clone()
     }
 
     /// The end: GOAWAY, everything queued written, the socket shut down,
@@ -552,23 +583,17 @@ impl Connection {
         let Connection {
             incoming,
             sender,
-            mut gone,
-            reader,
-            writer,
-            ..
+            link,
         } = self;
         drop(incoming);
         let _ = sender.goaway(last_stream).await;
         drop(sender);
-        let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
-        let _ = tokio::time::timeout(Duration::from_secs(1), gone.wait_for(|g| *g)).await;
-        reader.abort();
+        link.close().await;
     }
 
     /// Drop everything now (the client is gone or misbehaved).
     pub fn abort(self) {
-        self.reader.abort();
-        self.writer.abort();
+        self.link.abort();
     }
 }
 

@@ -11,7 +11,7 @@
 
 use super::http::{response, Head};
 use super::relay::Output;
-use super::spdy::Activity;
+use super::spdy::{Activity, Link};
 use base64::Engine;
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
@@ -118,10 +118,7 @@ where
 /// One upgraded connection, channels in and out.
 pub struct Ws {
     pub out: mpsc::Sender<(u8, Bytes)>,
-    pub gone: tokio::sync::watch::Receiver<bool>,
-    activity: Arc<Activity>,
-    reader: tokio::task::JoinHandle<()>,
-    writer: tokio::task::JoinHandle<()>,
+    pub link: Link,
 }
 
 impl Ws {
@@ -153,15 +150,8 @@ impl Ws {
         let writer = tokio::spawn(write_loop(sink, rx, base64, activity.clone()));
         Ws {
             out,
-            gone,
-            activity,
-            reader,
-            writer,
+            link: Link::new(gone, activity, reader, writer),
         }
-    }
-
-    pub fn activity(&self) -> Arc<Activity> {
-        self.activity.clone()
     }
 
     /// A channel of ours, as an `Output`.
@@ -174,23 +164,13 @@ impl Ws {
 
     /// Everything queued written, a close frame, the end.
     pub async fn close(self) {
-        let Ws {
-            out,
-            mut gone,
-            reader,
-            writer,
-            ..
-        } = self;
+        let Ws { out, link } = self;
         drop(out);
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), writer).await;
-        let _ =
-            tokio::time::timeout(std::time::Duration::from_secs(1), gone.wait_for(|g| *g)).await;
-        reader.abort();
+        link.close().await;
     }
 
     pub fn abort(self) {
-        self.reader.abort();
-        self.writer.abort();
+        self.link.abort();
     }
 }
 
