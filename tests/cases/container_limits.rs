@@ -68,7 +68,7 @@ async fn a_container_whose_child_is_oom_killed_keeps_running(handler: &str) {
     let pid = m.container_status(&id).await.unwrap().main_pid;
     let path = format!("{logs}/oom/0.log");
     let t0 = std::time::Instant::now();
-    while !whole_lines(&strict_records(&path), "stdout")
+    while !whole_lines(&live_records(&path), "stdout")
         .iter()
         .any(|l| l.starts_with("child "))
     {

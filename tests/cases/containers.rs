@@ -460,6 +460,23 @@ pub fn strict_records(path: &str) -> Vec<Record> {
         text.is_empty() || text.ends_with('\n'),
         "{path}: its last record has no newline"
     );
+    parse_records(path, &text)
+}
+
+/// The records of a log file a container is still writing: its whole
+/// lines only. A reader racing the writer's write(2) can see part of it
+/// (Linux copies a write into the page cache page by page, with no lock a
+/// read waits for), so the tail after the last newline is not judged yet.
+pub fn live_records(path: &str) -> Vec<Record> {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    let whole = bytes
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(&bytes[..0], |i| &bytes[..=i]);
+    parse_records(path, &String::from_utf8_lossy(whole))
+}
+
+fn parse_records(path: &str, text: &str) -> Vec<Record> {
     text.lines()
         .enumerate()
         .map(|(n, l)| {
@@ -547,9 +564,10 @@ pub const NUMBERED_WRITER: &str = "trap 'exit 0' TERM; i=0; while :; do i=$((i+1
      echo \"n $i ................................................................\"; \
      [ $((i % 50)) -eq 0 ] && sleep 0.02; done";
 
-/// How many whole stdout lines the log at `path` holds.
+/// How many whole stdout lines the log at `path`, maybe still being
+/// written, holds.
 pub fn stdout_lines(path: &str) -> usize {
-    whole_lines(&strict_records(path), "stdout").len()
+    whole_lines(&live_records(path), "stdout").len()
 }
 
 /// Wait until the log at `path` holds at least `n` whole stdout lines.
