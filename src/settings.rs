@@ -124,6 +124,10 @@ pub struct Settings {
     /// A streaming session with no traffic either way for this long is
     /// closed.
     pub stream_idle_timeout_ms: u64,
+    /// TLS for the streaming server: a PEM certificate chain and its PEM
+    /// key, both or neither (empty: plain HTTP).
+    pub stream_tls_cert: PathBuf,
+    pub stream_tls_key: PathBuf,
 }
 
 impl Default for Settings {
@@ -154,6 +158,8 @@ impl Default for Settings {
             stream_address: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
             stream_port: 0,
             stream_idle_timeout_ms: 4 * 3600 * 1000,
+            stream_tls_cert: PathBuf::new(),
+            stream_tls_key: PathBuf::new(),
         }
     }
 }
@@ -235,6 +241,34 @@ impl Settings {
                 format!("{:?} is not a size like \"64m\"", s.pod_shm_size),
             ));
         }
+        match (
+            s.stream_tls_cert.as_os_str().is_empty(),
+            s.stream_tls_key.as_os_str().is_empty(),
+        ) {
+            (true, true) => {}
+            (false, true) => {
+                return Err(Error::invalid(
+                    "stream_tls_key",
+                    "stream_tls_cert is set: name its key too",
+                ))
+            }
+            (true, false) => {
+                return Err(Error::invalid(
+                    "stream_tls_cert",
+                    "stream_tls_key is set: name its certificate too",
+                ))
+            }
+            (false, false) => {
+                for (name, p) in [
+                    ("stream_tls_cert", &s.stream_tls_cert),
+                    ("stream_tls_key", &s.stream_tls_key),
+                ] {
+                    if !p.is_absolute() {
+                        return Err(Error::invalid(name, "must be absolute"));
+                    }
+                }
+            }
+        }
         if s.init_path.as_os_str().is_empty() {
             s.init_path = std::env::current_exe()
                 .ok()
@@ -252,6 +286,12 @@ impl Settings {
             address: self.stream_address,
             port: self.stream_port,
             idle_timeout: Duration::from_millis(self.stream_idle_timeout_ms),
+            tls: (!self.stream_tls_cert.as_os_str().is_empty()).then(|| {
+                crate::cri::stream::tls::TlsFiles {
+                    cert: self.stream_tls_cert.clone(),
+                    key: self.stream_tls_key.clone(),
+                }
+            }),
         }
     }
 
@@ -341,6 +381,12 @@ mod tests {
             ("[runtimes.x]\npath = \"crun\"", "runtimes.x.path"),
             ("[runtimes.X]\npath = \"/usr/bin/crun\"", "runtimes.X"),
             ("pod_shm_size = \"lots\"", "pod_shm_size"),
+            ("stream_tls_cert = \"/etc/c.pem\"", "stream_tls_key"),
+            ("stream_tls_key = \"/etc/k.pem\"", "stream_tls_cert"),
+            (
+                "stream_tls_cert = \"c.pem\"\nstream_tls_key = \"/etc/k.pem\"",
+                "stream_tls_cert",
+            ),
         ] {
             let e = Settings::parse(bad).unwrap_err().to_string();
             assert!(e.starts_with(field), "{bad}: {e}");
@@ -353,5 +399,14 @@ mod tests {
         let s = Settings::parse("pull_stall_timeout_ms = 2000\nimage_dir = \"/srv/img\"").unwrap();
         assert_eq!(s.images().timeouts.stall, Duration::from_secs(2));
         assert_eq!(s.images().store_dir, Path::new("/srv/img"));
+        assert_eq!(Settings::parse("").unwrap().stream().tls, None);
+        let s =
+            Settings::parse("stream_tls_cert = \"/etc/c.pem\"\nstream_tls_key = \"/etc/k.pem\"")
+                .unwrap();
+        let tls = s.stream().tls.unwrap();
+        assert_eq!(
+            (tls.cert.as_path(), tls.key.as_path()),
+            (Path::new("/etc/c.pem"), Path::new("/etc/k.pem"))
+        );
     }
 }

@@ -103,9 +103,11 @@ fn main() -> ExitCode {
             info!("podscope-cri stopping");
             let _ = daemon::notify(false, &[NotifyState::Stopping]);
         };
-        let _ = daemon::notify(false, &[NotifyState::Ready]);
-        info!("podscope-cri serving CRI v1");
-        cri::serve(listener, call_timeout, settings.stream(), shutdown).await
+        let ready = || {
+            let _ = daemon::notify(false, &[NotifyState::Ready]);
+            info!("podscope-cri serving CRI v1");
+        };
+        cri::serve(listener, call_timeout, settings.stream(), ready, shutdown).await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -75,10 +75,14 @@ pub fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener> {
 }
 
 /// Serve both CRI services on `listener` until `shutdown` completes.
+/// `ready` is called once the streaming server is listening too, so that a
+/// config it cannot serve (a port taken, a TLS key that does not go with
+/// its certificate) fails the start rather than a running service.
 pub async fn serve(
     listener: std::os::unix::net::UnixListener,
     call_timeout: std::time::Duration,
     streaming: stream::StreamConfig,
+    ready: impl FnOnce(),
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
     listener
@@ -89,6 +93,7 @@ pub async fn serve(
     let (stream_server, stream_listener) = stream::StreamServer::bind(&streaming)?;
     tracing::info!("streaming server on {}", stream_server.base_url());
     tokio::spawn(stream_server.clone().serve(stream_listener, daemon.clone()));
+    ready();
     let cri = runtime::Cri::new(daemon, stream_server);
     let runtime_svc = RuntimeServiceServer::new(runtime::RuntimeApi(Arc::clone(&cri)))
         .max_decoding_message_size(MAX_MESSAGE_SIZE)

@@ -395,10 +395,15 @@ fn free_port() -> u16 {
 
 /// `crictl port-forward` in the background, ready once it says so.
 fn forwarder(pod: &str, spec: &str) -> std::process::Child {
+    forwarder_env("", pod, spec)
+}
+
+/// `forwarder`, with `env` (`NAME=value ...`) in crictl's environment.
+fn forwarder_env(env: &str, pod: &str, spec: &str) -> std::process::Child {
     let mut c = std::process::Command::new("bash")
         .arg("-c")
         .arg(format!(
-            "exec {}",
+            "exec env {env} {}",
             crictl_cmd(&format!("port-forward {pod} {spec}"))
         ))
         .stdout(std::process::Stdio::piped())
@@ -860,5 +865,92 @@ async fn a_stopped_container_takes_its_execs_along() {
         child.try_wait().unwrap().is_some()
     });
     no_exec_left();
+    m.remove(&pod).await.unwrap();
+}
+
+/// With stream_tls_cert and stream_tls_key set, the streaming server
+/// speaks only TLS: its URLs are https, crictl's exec (which skips the
+/// server's verification) and port-forward (which verifies it: the
+/// certificate names 127.0.0.1 and crictl is told to trust it) work
+/// through it, a forged token still gets 404, and plain HTTP gets nothing.
+/// A key that does not go with the certificate keeps podscope-cri from
+/// starting, named in its journal.
+#[tokio::test]
+async fn tls_from_the_config_serves_crictl() {
+    let (m, _) = manager().await;
+    let (pod, id) = sleeper(&m, "st", "").await;
+    let dir = "/etc/podscope/tls-test";
+    let keypair = |name: &str| {
+        sh(&format!(
+            "mkdir -p {dir} && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+             -nodes -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout {dir}/{name}.key -out {dir}/{name}.pem 2>&1"
+        ))
+    };
+    keypair("a");
+    keypair("b");
+    {
+        let _config = FrontendConfig::set(&format!(
+            "stream_tls_cert = \"{dir}/a.pem\"\nstream_tls_key = \"{dir}/a.key\"\n"
+        ));
+        let url = exec_url(&id, &["true"], false).await;
+        assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+        let host = url
+            .trim_start_matches("https://")
+            .split('/')
+            .next()
+            .unwrap();
+
+        let (rc, out, err) = sh_out(&crictl_cmd(&format!("exec {id} echo over-tls")));
+        assert_eq!((rc, out.as_str()), (0, "over-tls\n"), "{err}");
+        let (rc, out, err) = sh_out(&format!(
+            "printf 'in\\n' | {}",
+            crictl_cmd(&format!("exec -i {id} cat"))
+        ));
+        assert_eq!((rc, out.as_str()), (0, "in\n"), "{err}");
+
+        let code = sh(&format!(
+            "curl -sk -o /dev/null -w '%{{http_code}}' -X POST https://{host}/exec/AAAAAAAA"
+        ));
+        assert_eq!(code, "404");
+        // Plain HTTP to it: no HTTP answer at all.
+        let (rc, out, _) = sh_out(&format!(
+            "curl -s --max-time 10 -o /dev/null -w '%{{http_code}}' http://{host}/exec/AAAAAAAA"
+        ));
+        assert!(
+            rc != 0 && out != "404",
+            "plain HTTP got {out:?} (curl {rc})"
+        );
+
+        let web = web_pod(&m, "stp").await;
+        let local = free_port();
+        let mut fwd = forwarder_env(
+            &format!("SSL_CERT_FILE={dir}/a.pem"),
+            &web,
+            &format!("{local}:8080"),
+        );
+        wait_until(Duration::from_secs(10), || {
+            sh_out(&format!("curl -sf http://127.0.0.1:{local}/")).1 == "hello-pf\n"
+        });
+        fwd.kill().unwrap();
+        fwd.wait().unwrap();
+        m.remove(&web).await.unwrap();
+    }
+    std::fs::write(
+        "/etc/podscope/podscope.toml",
+        format!("stream_tls_cert = \"{dir}/a.pem\"\nstream_tls_key = \"{dir}/b.key\"\n"),
+    )
+    .unwrap();
+    let (rc, _, _) = sh_out("systemctl restart podscope-cri.service");
+    assert_ne!(
+        rc, 0,
+        "podscope-cri started with a key of another certificate"
+    );
+    wait_until(Duration::from_secs(10), || {
+        let said = sh("journalctl -u podscope-cri -o cat --no-pager -n 50");
+        said.contains("stream_tls_key") && said.contains("b.key") && said.contains("a.pem")
+    });
+    restore_config();
+    sh("systemctl reset-failed podscope-cri.service; systemctl restart podscope-cri.service");
+    sh(&format!("rm -rf {dir}"));
     m.remove(&pod).await.unwrap();
 }

@@ -9,13 +9,14 @@
 //! answers before an upgrade), `spdy` (SPDY/3.1 framing, the protocol
 //! crictl, critest and kubelet speak), `remotecommand` (exec and attach
 //! over it), `relay` (the exec's descriptors and the bytes between them
-//! and the client).
+//! and the client), `tls` (the optional certificate and key).
 
 pub mod http;
 pub mod portforward;
 pub mod relay;
 pub mod remotecommand;
 pub mod spdy;
+pub mod tls;
 pub mod tokens;
 pub mod websocket;
 
@@ -39,12 +40,15 @@ pub struct StreamConfig {
     pub address: std::net::IpAddr,
     pub port: u16,
     pub idle_timeout: Duration,
+    /// None: plain HTTP.
+    pub tls: Option<tls::TlsFiles>,
 }
 
 pub struct StreamServer {
     pub tokens: Tokens,
     base_url: String,
     idle_timeout: Duration,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl StreamServer {
@@ -58,10 +62,13 @@ impl StreamServer {
         let local = l
             .local_addr()
             .map_err(|e| Error::io("streaming server: listener", e))?;
+        let tls = cfg.tls.as_ref().map(tls::acceptor).transpose()?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let server = StreamServer {
             tokens: Tokens::default(),
-            base_url: format!("http://{local}"),
+            base_url: format!("{scheme}://{local}"),
             idle_timeout: cfg.idle_timeout,
+            tls,
         };
         Ok((Arc::new(server), l))
     }
@@ -98,7 +105,21 @@ impl StreamServer {
             let _ = sock.set_nodelay(true);
             let this = self.clone();
             let daemon = daemon.clone();
-            tokio::spawn(async move { this.connection(sock, peer, daemon).await });
+            tokio::spawn(async move {
+                match &this.tls {
+                    None => this.connection(sock, peer, daemon).await,
+                    // The handshake counts against the head's time: a
+                    // client that never finishes it is dropped as one that
+                    // never sends its request.
+                    Some(tls) => match tokio::time::timeout(HEAD_TIMEOUT, tls.accept(sock)).await {
+                        Ok(Ok(s)) => this.connection(s, peer, daemon).await,
+                        Ok(Err(e)) => tracing::debug!("streaming server: {peer}: TLS: {e}"),
+                        Err(_) => {
+                            tracing::debug!("streaming server: {peer}: TLS handshake timed out")
+                        }
+                    },
+                }
+            });
         }
     }
 
