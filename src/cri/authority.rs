@@ -394,6 +394,13 @@ impl<S> Rewriting<S> {
 
 const READ_CHUNK: usize = 16 * 1024;
 
+/// An empty buffer that grew for a large header block lets its memory go.
+fn shrink_idle(b: &mut Vec<u8>) {
+    if b.is_empty() && b.capacity() > 4096 {
+        *b = Vec::new();
+    }
+}
+
 impl<S: AsyncRead + Unpin> AsyncRead for Rewriting<S> {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -410,6 +417,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewriting<S> {
             }
             this.out.clear();
             this.out_pos = 0;
+            shrink_idle(&mut this.out);
             if this.eof {
                 // A truncated frame goes to hyper as it came; then EOF.
                 this.out.append(&mut this.input);
@@ -432,17 +440,16 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewriting<S> {
                 this.rewriter.passed(n);
                 return Poll::Ready(Ok(()));
             }
-            let start = this.input.len();
-            this.input.resize(start + READ_CHUNK, 0);
-            let mut rb = ReadBuf::new(&mut this.input[start..]);
-            let polled = Pin::new(&mut this.io).poll_read(cx, &mut rb);
-            let n = rb.filled().len();
-            this.input.truncate(start + n);
-            ready!(polled)?;
-            if n == 0 {
+            // Read on the stack, keep only what came: a connection that
+            // idles (a crictl exec streaming for hours) holds no buffer.
+            let mut chunk = [std::mem::MaybeUninit::<u8>::uninit(); READ_CHUNK];
+            let mut rb = ReadBuf::uninit(&mut chunk);
+            ready!(Pin::new(&mut this.io).poll_read(cx, &mut rb))?;
+            if rb.filled().is_empty() {
                 this.eof = true;
                 continue;
             }
+            this.input.extend_from_slice(rb.filled());
             let used = this
                 .rewriter
                 .feed(&this.input, &mut this.out)
@@ -451,6 +458,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewriting<S> {
                     io::Error::new(io::ErrorKind::InvalidData, e)
                 })?;
             this.input.drain(..used);
+            shrink_idle(&mut this.input);
         }
     }
 }

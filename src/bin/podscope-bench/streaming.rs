@@ -16,6 +16,7 @@ const BULK: u64 = 256 << 20;
 struct Figures {
     exec: Duration,
     exec_mib_s: f64,
+    exec_small_mib_s: f64,
     forward_mib_s: f64,
 }
 
@@ -38,10 +39,19 @@ pub async fn run(t: &mut Table) {
         Some(p.exec <= c.exec),
     );
     t.add(
-        "exec stream, 256 MiB of `cat` to crictl: podscope vs containerd",
+        "exec stream, `cat` of a 256 MiB file to crictl: podscope vs containerd",
         ">= containerd's, >= 200 MiB/s",
         format!("{:.0} vs {:.0} MiB/s", p.exec_mib_s, c.exec_mib_s),
         Some(p.exec_mib_s >= c.exec_mib_s && p.exec_mib_s >= 200.0),
+    );
+    t.add(
+        "exec stream, 256 MiB in 4 KiB writes to crictl: podscope vs containerd",
+        "report",
+        format!(
+            "{:.0} vs {:.0} MiB/s",
+            p.exec_small_mib_s, c.exec_small_mib_s
+        ),
+        None,
     );
     t.add(
         "port-forward, one stream, 256 MiB: podscope vs containerd",
@@ -65,7 +75,7 @@ async fn measure(target: &Target, tools: &Tools, t: &mut Table) -> Figures {
         "-c".into(),
         format!("mkdir -p /www && head -c {BULK} /dev/zero > /www/bulk && exec httpd -f -p 9000 -h /www"),
     ];
-    let _web = anchor::run_container(&mut rt, &pod, &config, web).await;
+    let web = anchor::run_container(&mut rt, &pod, &config, web).await;
 
     let (mut exec, mut version) = (Vec::new(), Vec::new());
     for _ in 0..20 {
@@ -84,18 +94,13 @@ async fn measure(target: &Target, tools: &Tools, t: &mut Table) -> Figures {
 
     let crictl = tools.crictl_path().display().to_string();
     let ep = target.endpoint();
-    let t0 = Instant::now();
-    let got = sh(&format!(
-        "{crictl} --runtime-endpoint {ep} exec {sleeper} head -c {BULK} /dev/zero | wc -c"
-    ));
-    let took = t0.elapsed();
-    assert_eq!(got.trim(), BULK.to_string(), "the exec's stream was cut");
-    let exec_mib_s = (BULK >> 20) as f64 / took.as_secs_f64();
-    t.add(
-        &target.row("exec stream, 256 MiB to crictl"),
-        "report",
-        format!("{exec_mib_s:.0} MiB/s ({})", ms(took)),
-        None,
+    // A writer of 4 KiB at a time (busybox head): every write is a wakeup
+    // and, read as it comes, a frame of its own.
+    let exec_small_mib_s = exec_stream(
+        target,
+        t,
+        &format!("{crictl} --runtime-endpoint {ep} exec {sleeper} head -c {BULK} /dev/zero"),
+        "exec stream, `head -c` 256 MiB of /dev/zero (4 KiB writes) to crictl",
     );
 
     let local = free_port();
@@ -128,6 +133,14 @@ async fn measure(target: &Target, tools: &Tools, t: &mut Table) -> Figures {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // The file is whole: the figure, `cat` of 256 MiB (busybox
+    // cat sendfile(2)s it into the pipe in large pieces).
+    let exec_mib_s = exec_stream(
+        target,
+        t,
+        &format!("{crictl} --runtime-endpoint {ep} exec {web} cat /www/bulk"),
+        "exec stream, `cat` of a 256 MiB file to crictl",
+    );
     let t0 = Instant::now();
     let got = sh(&format!(
         "curl -s -o /dev/null -w '%{{size_download}}' {url}"
@@ -151,8 +164,26 @@ async fn measure(target: &Target, tools: &Tools, t: &mut Table) -> Figures {
     Figures {
         exec: exec_p50,
         exec_mib_s,
+        exec_small_mib_s,
         forward_mib_s,
     }
+}
+
+/// Run `cmd` (a crictl exec writing BULK bytes), counting what arrives;
+/// its MiB/s, also added to the table as `what`.
+fn exec_stream(target: &Target, t: &mut Table, cmd: &str, what: &str) -> f64 {
+    let t0 = Instant::now();
+    let got = sh(&format!("{cmd} | wc -c"));
+    let took = t0.elapsed();
+    assert_eq!(got.trim(), BULK.to_string(), "{what}: the stream was cut");
+    let mib_s = (BULK >> 20) as f64 / took.as_secs_f64();
+    t.add(
+        &target.row(what),
+        "report",
+        format!("{mib_s:.0} MiB/s ({})", ms(took)),
+        None,
+    );
+    mib_s
 }
 
 /// podscope-cri's RSS with 100 sessions open and idle (each a crictl

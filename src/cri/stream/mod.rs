@@ -203,6 +203,8 @@ impl StreamServer {
                 return;
             }
         };
+        // client-go opens every stream of a session at its start.
+        conn.stop_taking_streams();
         let sender = conn.sender.clone();
         let out = |id: Option<u32>| {
             id.map(|id| SpdyOutput {

@@ -190,9 +190,13 @@ pub async fn forward<O: Output + 'static>(
         // The client's end of the data stream: the pod's side reads EOF.
         let _ = wr.shutdown().await;
     });
-    let mut buf = BytesMut::with_capacity(READ_MAX);
+    // Taken when the first bytes are there: an idle forward holds none.
+    let mut buf = BytesMut::new();
     loop {
         if buf.capacity() < READ_MAX / 2 {
+            if rd.readable().await.is_err() {
+                break;
+            }
             buf.reserve(READ_MAX);
         }
         match rd.read_buf(&mut buf).await {

@@ -288,6 +288,9 @@ fn outcome_of(ev: ExecEvent) -> Outcome {
 
 /// Something the command's output is read from.
 trait Source: Send + 'static {
+    /// Wait until a read would not block (so that the buffer is allocated
+    /// only once there is something to put in it).
+    fn readable(&self) -> impl Future<Output = std::io::Result<()>> + Send;
     fn read(&mut self, buf: &mut BytesMut) -> impl Future<Output = std::io::Result<usize>> + Send;
 }
 
@@ -302,16 +305,24 @@ impl PipeReader {
 }
 
 impl Source for PipeReader {
+    async fn readable(&self) -> std::io::Result<()> {
+        self.0.readable().await
+    }
     async fn read(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
         self.0.read_buf(buf).await
     }
 }
 
-/// Copy `src` to `out` until its end, then close `out`.
+/// Copy `src` to `out` until its end, then close `out`. The buffer is
+/// taken when the first bytes are there, not before: a session that
+/// idles (a shell at its prompt) holds none.
 async fn pump<S: Source, O: Output>(mut src: S, mut out: O) {
-    let mut buf = BytesMut::with_capacity(READ_MAX);
+    let mut buf = BytesMut::new();
     loop {
         if buf.capacity() < READ_MAX / 2 {
+            if src.readable().await.is_err() {
+                break;
+            }
             buf.reserve(READ_MAX);
         }
         match src.read(&mut buf).await {
@@ -369,6 +380,11 @@ impl Terminal {
 struct TerminalReader(std::sync::Arc<Terminal>);
 
 impl Source for TerminalReader {
+    async fn readable(&self) -> std::io::Result<()> {
+        // The guard is dropped as it is: read() clears the readiness when
+        // it meets EAGAIN.
+        self.0 .0.readable().await.map(drop)
+    }
     async fn read(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
         loop {
             let mut g = self.0 .0.readable().await?;

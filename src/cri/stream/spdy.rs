@@ -158,24 +158,32 @@ impl Headers {
     }
 }
 
-/// One connection's two zlib streams: every header block in a direction
-/// continues the same stream (sync-flushed, never finished).
-pub struct HeaderCodec {
+/// The client's zlib stream of header blocks: every block continues it
+/// (sync-flushed, never finished). Its inflater is most of a connection's
+/// memory (zlib-rs takes its 32 KiB window and its tables at the start,
+/// about 47 KiB), so only the reader has one, and only while streams are
+/// still taken.
+pub struct HeaderDecoder {
     inflate: Decompress,
-    /// Whether the zlib header went out.
-    started: bool,
 }
 
-impl Default for HeaderCodec {
+impl Default for HeaderDecoder {
     fn default() -> Self {
-        HeaderCodec {
+        HeaderDecoder {
             inflate: Decompress::new(true),
-            started: false,
         }
     }
 }
 
-impl HeaderCodec {
+/// Our zlib stream of header blocks (SYN_REPLY's), written as stored
+/// blocks: no compressor state at all.
+#[derive(Default)]
+pub struct HeaderEncoder {
+    /// Whether the zlib header went out.
+    started: bool,
+}
+
+impl HeaderDecoder {
     pub fn decode(&mut self, block: &[u8]) -> Result<Headers, ProtocolError> {
         let mut out: Vec<u8> = Vec::with_capacity(256);
         let start = self.inflate.total_in();
@@ -208,7 +216,9 @@ impl HeaderCodec {
         }
         parse_nv(&out)
     }
+}
 
+impl HeaderEncoder {
     /// A header block for the peer: the name/value pairs in one stored
     /// (uncompressed) deflate block of the connection's zlib stream, after
     /// a header without a dictionary the first time. A valid zlib stream
@@ -304,9 +314,16 @@ pub struct FrameReader<R> {
     buf: BytesMut,
 }
 
+/// The reader starts with this much room: an idle session (a shell
+/// waiting at its prompt) holds no more than its few small frames need...
+const READ_START: usize = 4 * 1024;
+/// ...and grows by at least this much when a frame needs more (stdin and
+/// port-forward uploads come in frames of up to 32 KiB from client-go).
+const READ_GROW: usize = 32 * 1024;
+
 impl<R: AsyncRead + Unpin> FrameReader<R> {
     pub fn new(io: R, already: &[u8]) -> Self {
-        let mut buf = BytesMut::with_capacity(64 * 1024);
+        let mut buf = BytesMut::with_capacity(already.len().max(READ_START));
         buf.extend_from_slice(already);
         FrameReader { io, buf }
     }
@@ -379,8 +396,10 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// Read until `n` bytes are buffered; false at EOF with none.
     async fn fill(&mut self, n: usize) -> std::io::Result<bool> {
         while self.buf.len() < n {
-            if self.buf.capacity() - self.buf.len() < n - self.buf.len() {
-                self.buf.reserve(n - self.buf.len());
+            let need = n - self.buf.len();
+            let spare = self.buf.capacity() - self.buf.len();
+            if spare < need || spare < 512 {
+                self.buf.reserve(need.max(READ_GROW));
             }
             if self.io.read_buf(&mut self.buf).await? == 0 {
                 if self.buf.is_empty() {
@@ -577,6 +596,12 @@ impl Connection {
         }
     }
 
+    /// Take no more streams: later ones are refused, and the reader lets
+    /// go of its header inflater.
+    pub fn stop_taking_streams(&mut self) {
+        self.incoming.close();
+    }
+
     /// The end: GOAWAY, everything queued written, the socket shut down,
     /// then a moment for the client to close its side.
     pub async fn close(self, last_stream: u32) {
@@ -604,11 +629,23 @@ async fn read_loop<R: AsyncRead + Unpin>(
     activity: Arc<Activity>,
     gone: tokio::sync::watch::Sender<bool>,
 ) {
-    let mut codec = HeaderCodec::default();
+    // Dropped once the session takes no more streams (an exec's are all
+    // there at its start): later ones are refused without being read.
+    let mut decoder = Some(HeaderDecoder::default());
     let mut streams: HashMap<u32, mpsc::Sender<Bytes>> = HashMap::new();
     let mut next_id = 1u32;
     loop {
-        let frame = match frames.next().await {
+        let next = match decoder {
+            Some(_) => tokio::select! {
+                f = frames.next() => f,
+                _ = incoming.closed() => {
+                    decoder = None;
+                    continue;
+                }
+            },
+            None => frames.next().await,
+        };
+        let frame = match next {
             Ok(Some(f)) => f,
             Ok(None) => break,
             Err(e) => {
@@ -619,9 +656,13 @@ async fn read_loop<R: AsyncRead + Unpin>(
         activity.touch();
         match frame {
             Frame::SynStream { id, fin, block } => {
-                // The block must be inflated even for a stream refused, to
-                // keep the shared zlib stream in step.
-                let headers = match codec.decode(&block) {
+                let Some(decoder) = decoder.as_mut() else {
+                    let _ = sender.rst(id, RST_CANCEL).await;
+                    continue;
+                };
+                // While streams are taken, the block must be inflated even
+                // for a stream refused, to keep the zlib stream in step.
+                let headers = match decoder.decode(&block) {
                     Ok(h) => h,
                     Err(e) => {
                         tracing::debug!("streaming connection: {e}");
@@ -674,60 +715,108 @@ async fn read_loop<R: AsyncRead + Unpin>(
     let _ = gone.send(true);
 }
 
+/// Data at least this large goes straight to the socket beside its
+/// 8-byte head (one writev, no copy); smaller frames gather in a buffer
+/// that is written when the queue runs dry.
+const GATHER_MAX: usize = 4 * 1024;
+
 async fn write_loop<W: AsyncWrite + Unpin>(
-    w: W,
+    mut w: W,
     mut rx: mpsc::Receiver<Out>,
     activity: Arc<Activity>,
 ) {
-    let mut w = tokio::io::BufWriter::with_capacity(64 * 1024, w);
-    let mut codec = HeaderCodec::default();
-    let mut frame = Vec::with_capacity(64);
+    let mut headers = HeaderEncoder::default();
+    // Small frames waiting to be written; empty (no allocation) while the
+    // session idles.
+    let mut pending: Vec<u8> = Vec::new();
     while let Some(o) = rx.recv().await {
-        frame.clear();
         let r = match o {
             Out::Reply(id) => {
-                let block = codec.encode(&Headers::default());
-                control_head(&mut frame, SYN_REPLY, 0, 4 + block.len());
-                frame.extend_from_slice(&id.to_be_bytes());
-                frame.extend_from_slice(&block);
-                w.write_all(&frame).await
+                let block = headers.encode(&Headers::default());
+                control_head(&mut pending, SYN_REPLY, 0, 4 + block.len());
+                pending.extend_from_slice(&id.to_be_bytes());
+                pending.extend_from_slice(&block);
+                Ok(())
+            }
+            Out::Data(id, b) if b.len() >= GATHER_MAX => {
+                pending.extend_from_slice(&data_head(id, false, b.len()));
+                let r = write_both(&mut w, &pending, &b).await;
+                pending.clear();
+                r
             }
             Out::Data(id, b) => {
-                let head = data_head(id, false, b.len());
-                match w.write_all(&head).await {
-                    Ok(()) => w.write_all(&b).await,
-                    Err(e) => Err(e),
-                }
+                pending.extend_from_slice(&data_head(id, false, b.len()));
+                pending.extend_from_slice(&b);
+                Ok(())
             }
-            Out::Fin(id) => w.write_all(&data_head(id, true, 0)).await,
+            Out::Fin(id) => {
+                pending.extend_from_slice(&data_head(id, true, 0));
+                Ok(())
+            }
             Out::Rst(id, status) => {
-                control_head(&mut frame, RST_STREAM, 0, 8);
-                frame.extend_from_slice(&id.to_be_bytes());
-                frame.extend_from_slice(&status.to_be_bytes());
-                w.write_all(&frame).await
+                control_head(&mut pending, RST_STREAM, 0, 8);
+                pending.extend_from_slice(&id.to_be_bytes());
+                pending.extend_from_slice(&status.to_be_bytes());
+                Ok(())
             }
             Out::Ping(id) => {
-                control_head(&mut frame, PING, 0, 4);
-                frame.extend_from_slice(&id.to_be_bytes());
-                w.write_all(&frame).await
+                control_head(&mut pending, PING, 0, 4);
+                pending.extend_from_slice(&id.to_be_bytes());
+                Ok(())
             }
             Out::GoAway(last) => {
-                control_head(&mut frame, GOAWAY, 0, 8);
-                frame.extend_from_slice(&last.to_be_bytes());
-                frame.extend_from_slice(&0u32.to_be_bytes());
-                w.write_all(&frame).await
+                control_head(&mut pending, GOAWAY, 0, 8);
+                pending.extend_from_slice(&last.to_be_bytes());
+                pending.extend_from_slice(&0u32.to_be_bytes());
+                Ok(())
             }
         };
         if r.is_err() {
             return;
         }
         activity.touch();
-        if rx.is_empty() && w.flush().await.is_err() {
-            return;
+        if rx.is_empty() || pending.len() >= 64 * 1024 {
+            if !pending.is_empty() && w.write_all(&pending).await.is_err() {
+                return;
+            }
+            pending.clear();
+            if pending.capacity() > 64 * 1024 {
+                pending = Vec::new();
+            }
+            if w.flush().await.is_err() {
+                return;
+            }
         }
+    }
+    if !pending.is_empty() {
+        let _ = w.write_all(&pending).await;
     }
     let _ = w.flush().await;
     let _ = w.shutdown().await;
+}
+
+/// Write all of `a` then all of `b`, in as few writev(2) calls as the
+/// socket takes.
+async fn write_both<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    mut a: &[u8],
+    mut b: &[u8],
+) -> std::io::Result<()> {
+    while !a.is_empty() {
+        let n = w
+            .write_vectored(&[std::io::IoSlice::new(a), std::io::IoSlice::new(b)])
+            .await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        if n < a.len() {
+            a = &a[n..];
+        } else {
+            b = &b[n - a.len()..];
+            a = &[];
+        }
+    }
+    w.write_all(b).await
 }
 
 #[cfg(test)]
@@ -749,7 +838,7 @@ mod tests {
 
     #[test]
     fn empty_reply_blocks_are_stored_blocks_of_one_stream() {
-        let mut c = HeaderCodec::default();
+        let mut c = HeaderEncoder::default();
         assert_eq!(
             c.encode(&Headers::default()),
             [0x78, 0x01, 0x00, 0x04, 0x00, 0xfb, 0xff, 0, 0, 0, 0, 0x00, 0x00, 0x00, 0xff, 0xff]
@@ -769,14 +858,14 @@ mod tests {
             0xff, 0xff,
         ];
         assert_eq!(
-            HeaderCodec::default().decode(&block).unwrap(),
+            HeaderDecoder::default().decode(&block).unwrap(),
             Headers::default()
         );
     }
 
     #[test]
     fn header_blocks_round_trip_on_one_zlib_stream() {
-        let (mut tx, mut rx) = (HeaderCodec::default(), HeaderCodec::default());
+        let (mut tx, mut rx) = (HeaderEncoder::default(), HeaderDecoder::default());
         for i in 0..3 {
             let h = Headers(vec![
                 ("streamtype".into(), "data".into()),
@@ -789,12 +878,12 @@ mod tests {
 
     #[test]
     fn garbage_and_bombs_are_errors() {
-        let mut rx = HeaderCodec::default();
+        let mut rx = HeaderDecoder::default();
         assert!(rx.decode(b"not zlib at all").is_err());
         // 1 MiB of zeros in a valid stream inflates past the cap.
-        let mut tx = HeaderCodec::default();
+        let mut tx = HeaderEncoder::default();
         let big = Headers(vec![("x".into(), "\0".repeat(1 << 20))]);
-        assert!(HeaderCodec::default().decode(&tx.encode(&big)).is_err());
+        assert!(HeaderDecoder::default().decode(&tx.encode(&big)).is_err());
     }
 
     #[tokio::test]
@@ -816,6 +905,49 @@ mod tests {
             f => panic!("{f:?}"),
         }
         assert!(r.next().await.unwrap().is_none());
+    }
+
+    fn syn_stream(id: u32, block: &[u8]) -> Vec<u8> {
+        let mut f = Vec::new();
+        control_head(&mut f, SYN_STREAM, 0, 10 + block.len());
+        f.extend_from_slice(&id.to_be_bytes());
+        f.extend_from_slice(&[0; 6]);
+        f.extend_from_slice(block);
+        f
+    }
+
+    /// Once a session takes no more streams, the reader drops its inflater:
+    /// a later SYN_STREAM is refused unread (its block, garbage here, would
+    /// otherwise end the connection), and the connection goes on.
+    #[tokio::test]
+    async fn streams_after_the_last_are_refused_unread() {
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        let (r, w) = tokio::io::split(server);
+        let mut conn = Connection::start(r, w, &[]);
+        let (client_r, mut client_w) = tokio::io::split(client);
+        let mut enc = HeaderEncoder::default();
+        let block = enc.encode(&Headers(vec![("streamtype".into(), "error".into())]));
+        client_w.write_all(&syn_stream(1, &block)).await.unwrap();
+        let st = conn.incoming.recv().await.unwrap();
+        assert_eq!(st.headers.get("streamtype"), Some("error"));
+        conn.stop_taking_streams();
+        // The reader sees the close before the next frame (it waits on both).
+        tokio::task::yield_now().await;
+        let mut late = syn_stream(3, b"not a zlib block");
+        control_head(&mut late, PING, 0, 4);
+        late.extend_from_slice(&9u32.to_be_bytes());
+        client_w.write_all(&late).await.unwrap();
+        let mut from_server = FrameReader::new(client_r, &[]);
+        let mut seen = Vec::new();
+        while seen.len() < 2 {
+            match from_server.next().await.unwrap().unwrap() {
+                Frame::RstStream { id, status } => seen.push(format!("rst {id} {status}")),
+                Frame::Ping(id) => seen.push(format!("ping {id}")),
+                f => panic!("{f:?}"),
+            }
+        }
+        assert_eq!(seen, [format!("rst 3 {RST_CANCEL}"), "ping 9".into()]);
+        assert!(!*conn.link.gone.borrow());
     }
 
     #[tokio::test]
