@@ -5,13 +5,13 @@
 
 use crate::domain::slice::validate_slice_name;
 use crate::error::{Error, Result};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Which OCI runtime a handler runs, for the flags each takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RuntimeKind {
     /// crun: run with `--cgroup-manager=disabled`, as the guest of the
@@ -31,7 +31,7 @@ impl RuntimeKind {
 }
 
 /// One OCI runtime handler: what a RuntimeClass's `handler` names.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuntimeHandler {
     /// The runtime binary.
@@ -72,7 +72,8 @@ fn default_runtimes() -> BTreeMap<String, RuntimeHandler> {
 
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/podscope/podscope.toml";
 
-#[derive(Debug, Clone, Deserialize)]
+// Serialize: for the test that holds the documents to the keys.
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
     /// Persistent state (checkpoints).
@@ -408,5 +409,97 @@ mod tests {
             (tls.cert.as_path(), tls.key.as_path()),
             (Path::new("/etc/c.pem"), Path::new("/etc/k.pem"))
         );
+    }
+
+    /// Every key Settings takes, listed from the struct itself, is in
+    /// podscope.toml(5) and in the shipped podscope.toml, whose commented
+    /// line shows the default (an example where the default is empty).
+    #[test]
+    fn every_key_is_documented_with_its_default() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let read = |p: &str| std::fs::read_to_string(format!("{root}/{p}")).unwrap();
+        let (man, shipped) = (read("man/podscope.toml.5"), read("packaging/podscope.toml"));
+        let defaults = serde_json::to_value(Settings::default()).unwrap();
+        let defaults = defaults.as_object().unwrap();
+        // The man page's entries: the words of its .B and .BR lines.
+        let man_words: std::collections::BTreeSet<&str> = man
+            .lines()
+            .filter(|l| l.starts_with(".B ") || l.starts_with(".BR ") || l.starts_with(".BI "))
+            .flat_map(|l| l.split([' ', '"', '[', ']']))
+            .collect();
+        // The shipped file's commented settings: `#key = value` at the top
+        // level, `#[runtimes.NAME]` and its `#field = value` lines.
+        let mut top = serde_json::Map::new();
+        let mut runtimes = serde_json::Map::new();
+        let mut table: Option<String> = None;
+        for line in shipped.lines() {
+            let Some(l) = line.strip_prefix('#') else {
+                table = None;
+                continue;
+            };
+            if let Some(name) = l
+                .strip_prefix("[runtimes.")
+                .and_then(|n| n.strip_suffix(']'))
+            {
+                table = Some(name.to_owned());
+                runtimes.insert(name.to_owned(), serde_json::json!({}));
+                continue;
+            }
+            if !l.starts_with(|c: char| c.is_ascii_lowercase()) {
+                table = None;
+                continue;
+            }
+            let parsed: toml::Table = toml::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"));
+            let (k, v) = parsed.into_iter().next().unwrap();
+            let v = serde_json::to_value(v).unwrap();
+            match &table {
+                Some(t) => {
+                    runtimes[t].as_object_mut().unwrap().insert(k, v);
+                }
+                None => {
+                    top.insert(k, v);
+                }
+            }
+        }
+        for (key, default) in defaults {
+            assert!(
+                man_words.contains(key.as_str()),
+                "{key} is not in podscope.toml(5)"
+            );
+            if key == "runtimes" {
+                for (name, fields) in &runtimes {
+                    for (f, v) in fields.as_object().unwrap() {
+                        assert_eq!(&default[name][f], v, "podscope.toml: runtimes.{name}.{f}");
+                    }
+                }
+                assert_eq!(
+                    runtimes.keys().collect::<Vec<_>>(),
+                    default.as_object().unwrap().keys().collect::<Vec<_>>(),
+                    "podscope.toml: the default runtimes"
+                );
+                continue;
+            }
+            let shown = top
+                .get(key)
+                .unwrap_or_else(|| panic!("{key} is not in the shipped podscope.toml"));
+            if default != "" {
+                assert_eq!(
+                    shown, default,
+                    "podscope.toml shows another default for {key}"
+                );
+            }
+        }
+        for field in ["path", "kind", "root"] {
+            assert!(
+                man_words.contains(field),
+                "runtimes.NAME.{field} is not in podscope.toml(5)"
+            );
+        }
+        for key in top.keys() {
+            assert!(
+                defaults.contains_key(key),
+                "podscope.toml shows {key}, which is no key"
+            );
+        }
     }
 }
