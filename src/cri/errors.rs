@@ -122,6 +122,45 @@ mod tests {
         }
     }
 
+    /// `CODE_NAME` as gRPC spells it: NotFound -> NOT_FOUND.
+    fn grpc_name(c: Code) -> String {
+        let mut out = String::new();
+        for (i, ch) in format!("{c:?}").chars().enumerate() {
+            if ch.is_ascii_uppercase() && i > 0 {
+                out.push('_');
+            }
+            out.push(ch.to_ascii_uppercase());
+        }
+        out
+    }
+
+    /// podscope-cri(8) lists every error the daemon names, each with the
+    /// code it becomes here: the list comes from ErrorKind::ALL.
+    #[test]
+    fn every_mapping_is_in_the_man_page() {
+        let man = include_str!("../../man/podscope-cri.8");
+        assert_eq!(grpc_name(Code::FailedPrecondition), "FAILED_PRECONDITION");
+        for kind in ErrorKind::ALL {
+            let short = error_name(kind).rsplit('.').next().unwrap();
+            let code = grpc_name(code_of_kind(kind));
+            assert!(
+                man.contains(&format!(".TP\n.B {short}\n{code}")),
+                "podscope-cri(8) does not map {short} to {code}"
+            );
+        }
+        for (name, code) in [
+            (
+                "org.freedesktop.DBus.Error.AccessDenied",
+                "PERMISSION_DENIED",
+            ),
+            ("org.freedesktop.DBus.Error.Timeout", "DEADLINE_EXCEEDED"),
+            ("org.freedesktop.DBus.Error.ServiceUnknown", "UNAVAILABLE"),
+        ] {
+            assert_eq!(grpc_name(code_of_bus_error(name)), code, "{name}");
+            assert!(man.contains(code), "{code}");
+        }
+    }
+
     #[test]
     fn unreachable_daemon_is_unavailable() {
         for name in [
