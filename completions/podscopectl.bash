@@ -20,7 +20,7 @@ _podscopectl() {
     local c=1
     [[ ${words[1]} == --no-ask-password ]] && c=2
     if ((cword == c)); then
-        COMPREPLY=($(compgen -W "$commands --no-ask-password" -- "$cur"))
+        COMPREPLY=($(compgen -W "$commands --no-ask-password --version" -- "$cur"))
         return
     fi
     case ${words[c]} in

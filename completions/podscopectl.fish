@@ -11,6 +11,7 @@ end
 set -l cmds list status create start stop rm wait update info pull images inspecti rmi imagefsinfo container ps inspect logs exec attach
 complete -c podscopectl -f
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -l no-ask-password -d 'do not let polkit ask for a password'
+complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -l version -s V -d 'print the version'
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a list -d 'list sandboxes'
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a status -d 'show one sandbox'
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -a create -d 'create a sandbox'

@@ -11,6 +11,7 @@ use zbus::proxy::MethodFlags;
 use zbus::zvariant::OwnedObjectPath;
 
 const USAGE: &str = "usage: podscopectl [--no-ask-password] COMMAND [ARGS]
+       podscopectl --version
 
 Commands:
   list [--state STATE] [--label K=V]... [-q|--quiet]
@@ -78,9 +79,18 @@ impl From<zbus::Error> for Fail {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.is_empty() || matches!(args[0].as_str(), "-h" | "--help" | "help") {
+    if matches!(args.first().map(String::as_str), Some("--version" | "-V")) {
+        // Without the bus: a packager's smoke test, or a node whose
+        // daemon is down, still gets it.
+        println!("podscopectl {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
+    // No command (`--no-ask-password` alone included) is told before the
+    // bus is reached.
+    let no_command = args.iter().all(|a| a == "--no-ask-password");
+    if no_command || matches!(args[0].as_str(), "-h" | "--help" | "help") {
         println!("{USAGE}");
-        return if args.is_empty() {
+        return if no_command {
             ExitCode::from(2)
         } else {
             ExitCode::SUCCESS

@@ -112,3 +112,29 @@ async fn podscopectl_pulls_lists_inspects_and_removes_images() {
     assert_eq!(rc, 1);
     assert!(err.contains("not in the store"), "{err}");
 }
+
+/// `--version` and the usage need no bus: with the system bus pointed
+/// nowhere, the version prints (exit 0), no command prints the usage (exit
+/// 2), and a command that needs the daemon fails naming the bus (exit 1).
+#[test]
+fn podscopectl_version_and_usage_need_no_bus() {
+    let nowhere = "DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent/bus";
+    let (rc, out, err) = sh_out(&format!("env {nowhere} podscopectl --version"));
+    assert_eq!(
+        (rc, out.as_str()),
+        (
+            0,
+            format!("podscopectl {}\n", env!("CARGO_PKG_VERSION")).as_str()
+        ),
+        "{err}"
+    );
+    assert_eq!(sh_out(&format!("env {nowhere} podscopectl -V")).1, out);
+    for args in ["", "--no-ask-password"] {
+        let (rc, out, _) = sh_out(&format!("env {nowhere} podscopectl {args}"));
+        assert_eq!(rc, 2, "podscopectl {args}");
+        assert!(out.contains("usage: podscopectl"), "{out}");
+    }
+    let (rc, _, err) = sh_out(&format!("env {nowhere} podscopectl list"));
+    assert_eq!(rc, 1);
+    assert!(err.contains("system bus"), "{err}");
+}
