@@ -220,16 +220,7 @@ impl StreamServer {
             tty: wants.tty,
         };
         let session = run(&daemon, &target, cmd, io);
-        let Some(outcome) = self
-            .until_gone(
-                session,
-                conn.link.gone.clone(),
-                conn.link.activity.clone(),
-                &target,
-                verb,
-            )
-            .await
-        else {
+        let Some(outcome) = self.until_gone(session, &conn.link, &target, verb).await else {
             conn.abort();
             return;
         };
@@ -249,18 +240,18 @@ impl StreamServer {
     async fn until_gone(
         &self,
         session: impl std::future::Future<Output = Outcome>,
-        mut gone: tokio::sync::watch::Receiver<bool>,
-        activity: Arc<spdy::Activity>,
+        link: &spdy::Link,
         target: &str,
         verb: &str,
     ) -> Option<Outcome> {
+        let mut gone = link.gone.clone();
         let outcome = tokio::select! {
             o = session => o,
             _ = gone.wait_for(|g| *g) => {
                 tracing::debug!(target, "streaming {verb}: the client hung up");
                 return None;
             }
-            _ = activity.idle_for(self.idle_timeout) => {
+            _ = link.activity.idle_for(self.idle_timeout) => {
                 // Said on the error stream, or the client, whose streams
                 // just end, would take it for a success.
                 Outcome::Failed(format!(
@@ -372,16 +363,7 @@ impl StreamServer {
         };
         let verb = if cmd.is_some() { "exec" } else { "attach" };
         let session = run(&daemon, &target, cmd.as_deref(), io);
-        let Some(outcome) = self
-            .until_gone(
-                session,
-                ws.link.gone.clone(),
-                ws.link.activity.clone(),
-                &target,
-                verb,
-            )
-            .await
-        else {
+        let Some(outcome) = self.until_gone(session, &ws.link, &target, verb).await else {
             ws.abort();
             return;
         };
