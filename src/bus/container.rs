@@ -6,6 +6,7 @@
 //! task of its own.
 
 use super::errors::BusError;
+use super::polkit::{Detail, Verb};
 use super::{polkit, polkit_details, Service};
 use crate::api::container::{ContainerFilter, ContainerStatus, ContainerSummary, ExecResult};
 use crate::api::container_path;
@@ -144,7 +145,7 @@ pub(crate) fn list_filter(f: ContainerFilter) -> Result<ListFilter> {
 impl Service {
     /// polkit's details for a container: the pod's, plus the container's
     /// id and name.
-    fn container_details(&self, verb: &str, entry: &ContainerEntry) -> Vec<(&'static str, String)> {
+    fn container_details(&self, verb: Verb, entry: &ContainerEntry) -> Vec<(Detail, String)> {
         let (pod_id, name) = entry.with(|c| (c.pod_id.clone(), c.config.name.clone()));
         let mut d = match self.pods.get(&pod_id) {
             Some(p) => p.with(|sb| {
@@ -152,15 +153,15 @@ impl Service {
             }),
             None => polkit_details(verb, "", "", pod_id.as_str()),
         };
-        d.push(("container_id", entry.id.to_string()));
-        d.push(("container", name));
+        d.push((Detail::ContainerId, entry.id.to_string()));
+        d.push((Detail::Container, name));
         d
     }
 
     async fn authorize_container(
         &self,
         hdr: &Header<'_>,
-        verb: &str,
+        verb: Verb,
         id: &str,
     ) -> Result<Arc<ContainerEntry>> {
         let entry = self.containers.resolve(id)?;
@@ -187,18 +188,18 @@ impl Service {
             polkit::ACTION_MANAGE_PRIVILEGED
         };
         self.auth
-            .check(hdr, action, "CreateContainer", || {
+            .check(hdr, action, Verb::CreateContainer, || {
                 let mut d = pod.with(|sb| {
                     polkit_details(
-                        "CreateContainer",
+                        Verb::CreateContainer,
                         &sb.config.namespace,
                         &sb.config.name,
                         sb.id.as_str(),
                     )
                 });
-                d.push(("container", config.name.clone()));
-                d.push(("image", config.image.clone()));
-                d.push(("privileges", privileges.join(", ")));
+                d.push((Detail::Container, config.name.clone()));
+                d.push((Detail::Image, config.image.clone()));
+                d.push((Detail::Privileges, privileges.join(", ")));
                 d
             })
             .await?;
@@ -228,7 +229,7 @@ impl Service {
         hdr: &Header<'_>,
         id: &str,
     ) -> Result<(), BusError> {
-        let entry = self.authorize_container(hdr, "StartContainer", id).await?;
+        let entry = self.authorize_container(hdr, Verb::StartContainer, id).await?;
         let this = self.clone();
         self.detached(async move { this.containers.start(&entry).await })
             .await?;
@@ -241,7 +242,7 @@ impl Service {
         id: &str,
         timeout: i64,
     ) -> Result<(), BusError> {
-        let entry = self.authorize_container(hdr, "StopContainer", id).await?;
+        let entry = self.authorize_container(hdr, Verb::StopContainer, id).await?;
         let this = self.clone();
         self.detached(async move { this.containers.stop(&entry, timeout).await })
             .await?;
@@ -253,7 +254,7 @@ impl Service {
         hdr: &Header<'_>,
         id: &str,
     ) -> Result<(), BusError> {
-        let entry = self.authorize_container(hdr, "RemoveContainer", id).await?;
+        let entry = self.authorize_container(hdr, Verb::RemoveContainer, id).await?;
         let this = self.clone();
         self.detached(async move {
             let id = this.containers.remove(&entry).await?;
@@ -317,7 +318,7 @@ impl Service {
         resources: crate::domain::container::ContainerResources,
     ) -> Result<(), BusError> {
         let entry = self
-            .authorize_container(hdr, "UpdateContainerResources", id)
+            .authorize_container(hdr, Verb::UpdateContainerResources, id)
             .await?;
         let this = self.clone();
         self.detached(async move { this.containers.update_resources(&entry, resources).await })
@@ -331,7 +332,7 @@ impl Service {
         id: &str,
     ) -> Result<(), BusError> {
         let entry = self
-            .authorize_container(hdr, "ReopenContainerLog", id)
+            .authorize_container(hdr, Verb::ReopenContainerLog, id)
             .await?;
         let this = self.clone();
         self.detached(async move { this.containers.reopen_log(&entry).await })
@@ -348,7 +349,7 @@ impl Service {
         stdio: Vec<std::os::fd::OwnedFd>,
         control: std::os::fd::OwnedFd,
     ) -> Result<(), BusError> {
-        let entry = self.authorize_container(hdr, "Exec", id).await?;
+        let entry = self.authorize_container(hdr, Verb::Exec, id).await?;
         let io = stdio_of(&options, stdio)?;
         let this = self.clone();
         let run = self
@@ -368,7 +369,7 @@ impl Service {
         stdio: Vec<std::os::fd::OwnedFd>,
         control: std::os::fd::OwnedFd,
     ) -> Result<(), BusError> {
-        let entry = self.authorize_container(hdr, "Attach", id).await?;
+        let entry = self.authorize_container(hdr, Verb::Attach, id).await?;
         let io = stdio_of(&options, stdio)?;
         let this = self.clone();
         self.detached(async move { this.containers.attach(&entry, io, control).await })
@@ -411,7 +412,7 @@ impl Service {
         cmd: Vec<String>,
         timeout_ms: u64,
     ) -> Result<ExecResult, BusError> {
-        let entry = self.authorize_container(hdr, "ExecSync", id).await?;
+        let entry = self.authorize_container(hdr, Verb::ExecSync, id).await?;
         let this = self.clone();
         // Detached like the others: a caller that hangs up still gets its
         // exec's unit killed at the timeout and collected.

@@ -4,7 +4,7 @@
 //! details); reading is open.
 
 use super::errors::BusError;
-use super::polkit;
+use super::polkit::{self, Detail, Verb};
 use super::Service;
 use crate::api::image::{ImageFilter, ImageFsInfo, ImageInfo, ImageSummary, PullOptions};
 use crate::api::{dict::owned_arg, from_dict, DictArg};
@@ -22,8 +22,11 @@ pub struct ImagesObject {
 /// How often a pull in progress says so on the bus.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
-fn details(verb: &str, image: &str) -> Vec<(&'static str, String)> {
-    vec![("verb", verb.to_owned()), ("image", image.to_owned())]
+fn details(verb: Verb, image: &str) -> Vec<(Detail, String)> {
+    vec![
+        (Detail::Verb, verb.as_str().to_owned()),
+        (Detail::Image, image.to_owned()),
+    ]
 }
 
 #[interface(name = "org.podscope.Sandbox1.Images")]
@@ -44,8 +47,8 @@ impl ImagesObject {
         crate::image::reference::Reference::parse(&reference)?;
         let svc = &self.service;
         svc.auth
-            .check(&hdr, polkit::ACTION_MANAGE, "Pull", || {
-                details("Pull", &reference)
+            .check(&hdr, polkit::ACTION_MANAGE, Verb::Pull, || {
+                details(Verb::Pull, &reference)
             })
             .await?;
         let images = Arc::clone(&svc.images);
@@ -134,8 +137,8 @@ impl ImagesObject {
         // Unknown names fail before polkit: reading is open anyway.
         let rec = svc.images.status(&name)?;
         svc.auth
-            .check(&hdr, polkit::ACTION_MANAGE, "RemoveImage", || {
-                details("RemoveImage", &rec.id.to_string())
+            .check(&hdr, polkit::ACTION_MANAGE, Verb::RemoveImage, || {
+                details(Verb::RemoveImage, &rec.id.to_string())
             })
             .await?;
         let images = Arc::clone(&svc.images);

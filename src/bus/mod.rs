@@ -13,6 +13,8 @@ pub mod limits;
 pub mod manager;
 pub mod polkit;
 pub mod sandbox;
+#[cfg(test)]
+mod documented;
 
 use crate::api::{
     self, Condition, CreateOptions, PodMetadata, Quarantined, RuntimeInfo, SandboxStatus,
@@ -26,6 +28,7 @@ use crate::settings::Settings;
 use crate::store::Store;
 use crate::systemd::Systemd;
 use errors::BusError;
+use polkit::{Detail, Verb};
 use manager::Manager;
 use sandbox::SandboxObject;
 use std::future::Future;
@@ -50,18 +53,18 @@ pub const WAITERS_PER_UID: usize = 64;
 /// '/' as %25 and %2F) so that "team-a/" can only ever be namespace team-a;
 /// `namespace` and `name` carry the exact strings.
 pub(crate) fn polkit_details(
-    verb: &str,
+    verb: Verb,
     namespace: &str,
     name: &str,
     id: &str,
-) -> Vec<(&'static str, String)> {
+) -> Vec<(Detail, String)> {
     let esc = |s: &str| s.replace('%', "%25").replace('/', "%2F");
     vec![
-        ("verb", verb.to_owned()),
-        ("sandbox", format!("{}/{}", esc(namespace), esc(name))),
-        ("namespace", namespace.to_owned()),
-        ("name", name.to_owned()),
-        ("sandbox_id", id.to_owned()),
+        (Detail::Verb, verb.as_str().to_owned()),
+        (Detail::Sandbox, format!("{}/{}", esc(namespace), esc(name))),
+        (Detail::Namespace, namespace.to_owned()),
+        (Detail::Name, name.to_owned()),
+        (Detail::SandboxId, id.to_owned()),
     ]
 }
 
@@ -133,7 +136,7 @@ impl Service {
     /// group one namespace only. The operation then acts on the entry
     /// resolved here. A malformed or unknown id fails before polkit is
     /// asked: reading is open to everyone, so that says nothing new.
-    async fn authorize(&self, hdr: &Header<'_>, verb: &str, id: &str) -> Result<Arc<Entry>> {
+    async fn authorize(&self, hdr: &Header<'_>, verb: Verb, id: &str) -> Result<Arc<Entry>> {
         let entry = self.pods.resolve(id)?;
         let full = entry.id.to_string();
         self.auth
@@ -164,9 +167,9 @@ impl Service {
             polkit::ACTION_MANAGE_PRIVILEGED
         };
         self.auth
-            .check(hdr, action, "Create", || {
-                let mut d = polkit_details("Create", &config.namespace, &config.name, "");
-                d.push(("privileges", privileges.join(", ")));
+            .check(hdr, action, Verb::Create, || {
+                let mut d = polkit_details(Verb::Create, &config.namespace, &config.name, "");
+                d.push((Detail::Privileges, privileges.join(", ")));
                 d
             })
             .await?;
@@ -191,7 +194,7 @@ impl Service {
     }
 
     pub async fn start(self: &Arc<Self>, hdr: &Header<'_>, id: &str) -> Result<(), BusError> {
-        let entry = self.authorize(hdr, "Start", id).await?;
+        let entry = self.authorize(hdr, Verb::Start, id).await?;
         let this = self.clone();
         self.detached(async move { this.pods.start(&entry).await.map(drop) })
             .await?;
@@ -199,7 +202,7 @@ impl Service {
     }
 
     pub async fn stop(self: &Arc<Self>, hdr: &Header<'_>, id: &str) -> Result<(), BusError> {
-        let entry = self.authorize(hdr, "Stop", id).await?;
+        let entry = self.authorize(hdr, Verb::Stop, id).await?;
         let this = self.clone();
         self.detached(async move { this.pods.stop(&entry).await.map(drop) })
             .await?;
@@ -207,7 +210,7 @@ impl Service {
     }
 
     pub async fn remove(self: &Arc<Self>, hdr: &Header<'_>, id: &str) -> Result<(), BusError> {
-        let entry = self.authorize(hdr, "Remove", id).await?;
+        let entry = self.authorize(hdr, Verb::Remove, id).await?;
         let this = self.clone();
         self.detached(async move {
             let id = this.pods.remove(&entry).await?;
@@ -262,7 +265,7 @@ impl Service {
         id: &str,
         resources: Resources,
     ) -> Result<(), BusError> {
-        let entry = self.authorize(hdr, "UpdateResources", id).await?;
+        let entry = self.authorize(hdr, Verb::UpdateResources, id).await?;
         let this = self.clone();
         self.detached(async move {
             this.pods
@@ -280,7 +283,7 @@ impl Service {
         id: &str,
         port: u16,
     ) -> Result<std::os::fd::OwnedFd, BusError> {
-        let entry = self.authorize(hdr, "PortForward", id).await?;
+        let entry = self.authorize(hdr, Verb::PortForward, id).await?;
         let this = self.clone();
         let fd = self
             .detached(async move { this.pods.port_forward(&entry, port).await })

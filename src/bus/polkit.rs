@@ -17,6 +17,69 @@ pub const ACTION_MANAGE: &str = "org.podscope.Sandbox1.manage";
 /// A Create that reaches past the pod: host namespaces, host ports, its
 /// own cgroup parent (`SandboxConfig::privileges`).
 pub const ACTION_MANAGE_PRIVILEGED: &str = "org.podscope.Sandbox1.manage-privileged";
+/// Every action podscope asks about (polkit/org.podscope.Sandbox1.policy).
+pub const ACTIONS: [&str; 2] = [ACTION_MANAGE, ACTION_MANAGE_PRIVILEGED];
+
+/// An enum whose every variant has one public spelling, with the list of
+/// them all: what rules and documents see is written once, here.
+macro_rules! spelled {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal,)* }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum $name { $($(#[$vm])* $v,)* }
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$v,)*];
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$v => $s,)* }
+            }
+        }
+    };
+}
+
+spelled! {
+    /// The mutating call being authorized: polkit's detail "verb", and the
+    /// first word of a denial.
+    Verb {
+        Create = "Create",
+        Start = "Start",
+        Stop = "Stop",
+        Remove = "Remove",
+        UpdateResources = "UpdateResources",
+        PortForward = "PortForward",
+        CreateContainer = "CreateContainer",
+        StartContainer = "StartContainer",
+        StopContainer = "StopContainer",
+        RemoveContainer = "RemoveContainer",
+        UpdateContainerResources = "UpdateContainerResources",
+        ReopenContainerLog = "ReopenContainerLog",
+        ExecSync = "ExecSync",
+        Exec = "Exec",
+        Attach = "Attach",
+        Pull = "Pull",
+        RemoveImage = "RemoveImage",
+    }
+}
+
+spelled! {
+    /// The details polkit's rules and agents see of a call
+    /// (`action.lookup(...)`).
+    Detail {
+        /// The `Verb`.
+        Verb = "verb",
+        /// namespace/name, '%' and '/' in each escaped as %25 and %2F.
+        Sandbox = "sandbox",
+        Namespace = "namespace",
+        Name = "name",
+        /// The pod's full id; empty for Create.
+        SandboxId = "sandbox_id",
+        /// What a Create or CreateContainer takes from the host.
+        Privileges = "privileges",
+        ContainerId = "container_id",
+        Container = "container",
+        /// The image: a Pull's reference, a RemoveImage's id.
+        Image = "image",
+    }
+}
 
 /// polkit checks pending at once, per user and in all. dbus-daemon lets a
 /// connection wait on at most 128 replies (`max_replies_per_connection`):
@@ -83,9 +146,10 @@ impl Authorizer {
         &self,
         header: &Header<'_>,
         action: &'static str,
-        verb: &str,
-        details: impl FnOnce() -> Vec<(&'static str, String)>,
+        verb: Verb,
+        details: impl FnOnce() -> Vec<(Detail, String)>,
     ) -> Result<()> {
+        let verb = verb.as_str();
         let uid = self.caller_uid(header).await?;
         if uid == 0 {
             return Ok(());
@@ -110,7 +174,10 @@ impl Authorizer {
         if interactive {
             flags |= CheckAuthorizationFlags::AllowUserInteraction;
         }
-        let details: HashMap<&str, &str> = details.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let details: HashMap<&str, &str> = details
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         // Dropping the call on timeout also drops its reply slot: nothing of
         // it stays pending here.
         let limit = if interactive {
@@ -144,5 +211,61 @@ impl Authorizer {
         } else {
             Err(deny(format!("not authorized for {action}")))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PACKAGING: &str = include_str!("../../docs/PACKAGING.md");
+    const POLICY: &str = include_str!("../../polkit/org.podscope.Sandbox1.policy");
+
+    /// The documents' drift test for polkit: every action, verb and detail
+    /// the code can send is in PACKAGING.md (in backquotes, as a name), and
+    /// the policy declares exactly the actions the code asks about.
+    #[test]
+    fn every_action_verb_and_detail_is_documented() {
+        let quoted = |s: &str| PACKAGING.contains(&format!("`{s}`"));
+        let mut missing: Vec<String> = ACTIONS
+            .iter()
+            .filter(|a| !quoted(a))
+            .map(|a| format!("action {a}"))
+            .collect();
+        missing.extend(
+            Verb::ALL
+                .iter()
+                .filter(|v| !quoted(v.as_str()))
+                .map(|v| format!("verb {}", v.as_str())),
+        );
+        missing.extend(
+            Detail::ALL
+                .iter()
+                .filter(|d| !quoted(d.as_str()))
+                .map(|d| format!("detail {}", d.as_str())),
+        );
+        assert!(
+            missing.is_empty(),
+            "docs/PACKAGING.md lacks (in `backquotes`): {}",
+            missing.join(", ")
+        );
+        let declared: Vec<&str> = POLICY
+            .split("<action id=\"")
+            .skip(1)
+            .filter_map(|s| s.split('"').next())
+            .collect();
+        assert_eq!(declared, ACTIONS, "polkit/org.podscope.Sandbox1.policy");
+    }
+
+    #[test]
+    fn spellings_are_unique() {
+        let mut verbs: Vec<&str> = Verb::ALL.iter().map(|v| v.as_str()).collect();
+        verbs.sort_unstable();
+        verbs.dedup();
+        assert_eq!(verbs.len(), Verb::ALL.len());
+        let mut details: Vec<&str> = Detail::ALL.iter().map(|d| d.as_str()).collect();
+        details.sort_unstable();
+        details.dedup();
+        assert_eq!(details.len(), Detail::ALL.len());
     }
 }
