@@ -336,6 +336,31 @@ async fn credentials_from_the_caller_or_an_auth_file() {
     std::fs::remove_file("/etc/containers/auth.json").unwrap();
     let s = r.unwrap();
     m.remove_image(&s.id).await.unwrap();
+    // Docker's file under /root, which the unit's ProtectHome=tmpfs hides
+    // but for the credential directories it binds back, read-only. Made
+    // after podscoped started, so seen after a restart.
+    sh("rm -rf /root/.docker && mkdir -p /root/.docker");
+    std::fs::write(
+        "/root/.docker/config.json",
+        r#"{"auths":{"127.0.0.1:5001":{"auth":"cG9kc2NvcGU6cG9kc2NvcGUtczNjcmV0"}}}"#,
+    )
+    .unwrap();
+    std::fs::write("/root/podscope-test-hidden", "").unwrap();
+    daemon("restart");
+    let (m, _) = manager().await;
+    let r = m.pull_image(name, &PullOptions::default()).await;
+    // The rest of root's home stays hidden from the daemon (and its CNI
+    // plugins): its /root is a tmpfs with the one directory bound in.
+    let pid = sh("systemctl show -p MainPID --value podscoped");
+    let seen = sh(&format!("ls -A /proc/{}/root/root", pid.trim()));
+    sh("rm -rf /root/.docker /root/podscope-test-hidden");
+    let s = r.expect("credentials from /root/.docker/config.json");
+    m.remove_image(&s.id).await.unwrap();
+    let seen: Vec<&str> = seen.lines().collect();
+    assert!(
+        seen.contains(&".docker") && !seen.contains(&"podscope-test-hidden"),
+        "the daemon's view of /root: {seen:?}"
+    );
     let bad = PullOptions {
         auth: Some("not base64!".into()),
         ..Default::default()
