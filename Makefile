@@ -18,6 +18,8 @@
 #   make bench      the performance table
 #   make deb        target/deb/podscope_*.deb (packaging/debian), lintian-checked
 #   make rpm        target/rpm/RPMS/*/podscope-*.rpm (packaging/rpm/podscope.spec)
+#   make dist       target/podscope-VERSION.tar.gz, the committed tree (the
+#                   spec's Source0)
 
 # A directory the system's own packages name in their pkg-config files (so
 # the daemons that read it find our files), else the usual default.
@@ -34,6 +36,7 @@ UNITDIR     ?= $(call pkgvar,systemd,systemdsystemunitdir,/lib/systemd/system)
 DBUSDIR     ?= $(call pkgvar,dbus-1,datadir,$(DATADIR))/dbus-1
 POLKITDIR   ?= $(call pkgvar,polkit-gobject-1,actiondir,$(DATADIR)/polkit-1/actions)
 BASHCOMPDIR ?= $(call pkgvar,bash-completion,completionsdir,$(DATADIR)/bash-completion/completions)
+SYSUSERSDIR ?= $(call pkgvar,systemd,sysusersdir,/usr/lib/sysusers.d)
 ZSHCOMPDIR  ?= $(DATADIR)/zsh/vendor-completions
 FISHCOMPDIR ?= $(DATADIR)/fish/vendor_completions.d
 PKGLIBEXEC  := $(LIBEXECDIR)/podscope
@@ -64,7 +67,7 @@ MAN1 := man/podscopectl.1
 MAN5 := man/podscope.toml.5
 MAN8 := man/podscoped.8 man/podscope-cri.8
 
-.PHONY: all build install uninstall deps check lint unit fuzz-short fuzz integration packaging conformance e2e demo bench deb rpm clean
+.PHONY: all build install uninstall deps deps-build dist check lint unit fuzz-short fuzz integration packaging conformance e2e demo bench deb rpm clean
 
 all: build
 
@@ -78,7 +81,8 @@ install:
 	  $(DESTDIR)$(DBUSDIR)/system.d $(DESTDIR)$(DBUSDIR)/system-services $(DESTDIR)$(DBUSDIR)/interfaces \
 	  $(DESTDIR)$(POLKITDIR) $(DESTDIR)$(SYSCONFDIR)/podscope $(DESTDIR)$(DOCDIR) \
 	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
-	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR) \
+	  $(DESTDIR)$(SYSUSERSDIR)
 	$(INSTALL) -m 0755 $(RELEASE)/podscopectl $(DESTDIR)$(BINDIR)/podscopectl
 	$(INSTALL) -m 0755 $(addprefix $(RELEASE)/,$(DAEMONS)) $(DESTDIR)$(PKGLIBEXEC)/
 	for u in $(EXEC_UNITS); do \
@@ -89,6 +93,11 @@ install:
 	$(INSTALL) -m 0644 dbus/org.podscope.Sandbox1.service $(DESTDIR)$(DBUSDIR)/system-services/
 	$(INSTALL) -m 0644 dbus/org.podscope.Sandbox1.xml $(DESTDIR)$(DBUSDIR)/interfaces/
 	$(INSTALL) -m 0644 polkit/org.podscope.Sandbox1.policy $(DESTDIR)$(POLKITDIR)/
+	$(INSTALL) -m 0644 packaging/podscope.sysusers $(DESTDIR)$(SYSUSERSDIR)/podscope.conf
+	# Installed on this system (no DESTDIR): the group now; the packages
+	# have their package managers make it.
+	if [ -z "$(DESTDIR)" ] && command -v systemd-sysusers >/dev/null; then \
+	  systemd-sysusers $(SYSUSERSDIR)/podscope.conf; fi
 	# The config is the admin's once installed: never overwritten here (the
 	# packages mark it as a conffile).
 	test -e $(DESTDIR)$(SYSCONFDIR)/podscope/podscope.toml || \
@@ -108,6 +117,7 @@ uninstall:
 	  $(DESTDIR)$(DBUSDIR)/system-services/org.podscope.Sandbox1.service \
 	  $(DESTDIR)$(DBUSDIR)/interfaces/org.podscope.Sandbox1.xml \
 	  $(DESTDIR)$(POLKITDIR)/org.podscope.Sandbox1.policy \
+	  $(DESTDIR)$(SYSUSERSDIR)/podscope.conf \
 	  $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
 	  $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5))) \
 	  $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8))) \
@@ -115,9 +125,19 @@ uninstall:
 	  $(DESTDIR)$(FISHCOMPDIR)/podscopectl.fish
 	rm -rf $(DESTDIR)$(PKGLIBEXEC) $(DESTDIR)$(DOCDIR)
 
-# Debian packages the build and the tests need (idempotent).
+# Debian packages the build and the tests need (idempotent); deps-build
+# only what make, make deb and make rpm need.
 deps:
 	tests/harness/install-deps.sh
+deps-build:
+	tests/harness/install-deps.sh build
+
+# The release tarball: the committed tree at HEAD under podscope-VERSION/
+# (crates are fetched by cargo; `cargo vendor` for an offline build).
+dist:
+	@mkdir -p target
+	git archive --format=tar.gz --prefix=podscope-$(VERSION)/ -o target/podscope-$(VERSION).tar.gz HEAD
+	@echo "dist: target/podscope-$(VERSION).tar.gz"
 
 lint: deps
 	$(TIMED) fmt $(CARGO) fmt --all -- --check
@@ -169,7 +189,8 @@ e2e: deps build
 # The packages, built as `make deb` / `make rpm` do, then installed,
 # upgraded under a running pod and purged inside a harness where podscope
 # is not otherwise installed.
-packaging: deps build
+packaging: deps build dist
+	$(TIMED) dist tests/packaging/test-dist.sh target/podscope-$(VERSION).tar.gz $(VERSION)
 	$(TIMED) deb packaging/build-deb.sh
 	DEB_OUT=target/deb-newer DEB_VERSION=$(VERSION)+test1 LINTIAN=no $(TIMED) deb-newer packaging/build-deb.sh
 	$(TIMED) rpm packaging/build-rpm.sh
@@ -196,10 +217,10 @@ bench: deps build
 # They package the binaries `make build` made: dpkg-buildpackage and
 # rpmbuild never run cargo (their environment, SOURCE_DATE_EPOCH among it,
 # would make it compile everything again).
-deb: deps build
+deb: deps-build build
 	packaging/build-deb.sh
 
-rpm: deps build
+rpm: deps-build build
 	packaging/build-rpm.sh
 
 clean:

@@ -1,7 +1,13 @@
 #!/bin/bash
-# Install the Debian packages podscope's build, tests and demo need.
+# Install the Debian packages podscope's build, tests and demo need;
+# with "build", only what make, make deb and make rpm need.
 # Idempotent: does nothing when everything is there.
 set -euo pipefail
+BUILD_PKGS=(pkg-config systemd
+      protobuf-compiler  # protoc, for the CRI bindings (k8s-cri)
+      gcc libc6-dev      # C in ring's and zstd-sys's build scripts
+      git                # make dist
+      debhelper lintian rpm)  # make deb, make rpm (rpmbuild) and their tests
 PKGS=(systemd dbus dbus-daemon polkitd iproute2 util-linux pkg-config procps
       containernetworking-plugins iptables
       jq                 # JSON from crictl in make conformance
@@ -15,7 +21,9 @@ PKGS=(systemd dbus dbus-daemon polkitd iproute2 util-linux pkg-config procps
       crun runc          # the OCI runtimes containers run with (crun the default)
       gcc libc6-dev      # tests/images/standin.c, the stand-ins' one static program
       containerd         # make bench's anchor: containerd 1.6 with runc, same run
+      git                # make dist
       debhelper lintian rpm)  # make deb, make rpm (rpmbuild) and their tests
+[[ ${1:-} == build ]] && PKGS=("${BUILD_PKGS[@]}")
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -25,6 +33,10 @@ if ((${#missing[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if [[ ${1:-} == build ]]; then
+    command -v cargo >/dev/null || { echo "install-deps: cargo is required (a Rust toolchain)" >&2; exit 1; }
+    exit 0
 fi
 # Debian's dynamically linked busybox for critest's stand-in images (it
 # conflicts with busybox-static, so it is unpacked, not installed; the

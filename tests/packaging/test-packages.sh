@@ -48,6 +48,7 @@ for u in "${UNITS[@]}"; do
     expect "unit $u installed" test -f "/lib/systemd/system/$u"
 done
 expect "podscoped.service enabled" systemctl is-enabled --quiet podscoped.service
+expect "the podscope group exists (sysusers.d)" getent group podscope
 expect "podscope-cri.socket enabled" systemctl is-enabled --quiet podscope-cri.socket
 expect "podscope-cri.socket listening" systemctl is-active --quiet podscope-cri.socket
 expect "the CRI socket exists" test -S /run/podscope/cri.sock
@@ -90,7 +91,6 @@ ok "podtester may not stop the pod"
 expect "the denial names the polkit action ($err)" \
     grep -q "denied.*org.podscope.Sandbox1.manage" <<<"$err"
 expect "the denied call changed nothing" test "$(state_of "$id")" = ready
-groupadd --system podscope
 usermod -a -G podscope podtester
 install -m 0644 /usr/share/doc/podscope/50-podscope.rules.example /etc/polkit-1/rules.d/50-podscope.rules
 # polkitd notices the new rule on its own (inotify).
@@ -123,7 +123,15 @@ expect "reinstall" dpkg -i "$NEWER_DEB"
 expect "the daemon recovered the pod" within 10 test "$(state_of "$id")" = ready
 expect "podscopectl rm" podscopectl rm "$id"
 refuse "the scope is gone" systemctl is-active --quiet "podscope-$id.scope"
-expect "dpkg --purge" dpkg --purge podscope
+# An image store the admin moved: named on removal, never deleted.
+mkdir -p /srv/podscope-images && touch /srv/podscope-images/keep
+echo 'image_dir = "/srv/podscope-images"' >> /etc/podscope/podscope.toml
+purge_out=$(dpkg --purge podscope 2>&1) || fail "dpkg --purge: $purge_out"
+ok "dpkg --purge"
+expect "the purge names the moved image_dir ($purge_out)" \
+    grep -q "image_dir /srv/podscope-images is not under /var/lib/podscope" <<<"$purge_out"
+expect "the moved image_dir is left" test -e /srv/podscope-images/keep
+rm -rf /srv/podscope-images
 refuse "/var/lib/podscope is removed" test -e /var/lib/podscope
 refuse "/etc/podscope is removed" test -e /etc/podscope/podscope.toml
 refuse "no podscoped process is left" pgrep -x podscoped
