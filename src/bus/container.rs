@@ -229,7 +229,9 @@ impl Service {
         hdr: &Header<'_>,
         id: &str,
     ) -> Result<(), BusError> {
-        let entry = self.authorize_container(hdr, Verb::StartContainer, id).await?;
+        let entry = self
+            .authorize_container(hdr, Verb::StartContainer, id)
+            .await?;
         let this = self.clone();
         self.detached(async move { this.containers.start(&entry).await })
             .await?;
@@ -242,7 +244,9 @@ impl Service {
         id: &str,
         timeout: i64,
     ) -> Result<(), BusError> {
-        let entry = self.authorize_container(hdr, Verb::StopContainer, id).await?;
+        let entry = self
+            .authorize_container(hdr, Verb::StopContainer, id)
+            .await?;
         let this = self.clone();
         self.detached(async move { this.containers.stop(&entry, timeout).await })
             .await?;
@@ -254,7 +258,9 @@ impl Service {
         hdr: &Header<'_>,
         id: &str,
     ) -> Result<(), BusError> {
-        let entry = self.authorize_container(hdr, Verb::RemoveContainer, id).await?;
+        let entry = self
+            .authorize_container(hdr, Verb::RemoveContainer, id)
+            .await?;
         let this = self.clone();
         self.detached(async move {
             let id = this.containers.remove(&entry).await?;

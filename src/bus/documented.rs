@@ -76,7 +76,10 @@ fn every_member_and_error_is_in_the_man_page_and_the_xml() {
         crate::api::SANDBOX_INTERFACE,
         crate::api::CONTAINER_INTERFACE,
     ] {
-        assert!(names.contains(&want), "{want} missing from the XML: {names:?}");
+        assert!(
+            names.contains(&want),
+            "{want} missing from the XML: {names:?}"
+        );
     }
     let mut missing = Vec::new();
     for (iface, members) in &ifaces {

@@ -7,14 +7,14 @@
 
 pub mod callers;
 pub mod container;
+#[cfg(test)]
+mod documented;
 pub mod errors;
 pub mod images;
 pub mod limits;
 pub mod manager;
 pub mod polkit;
 pub mod sandbox;
-#[cfg(test)]
-mod documented;
 
 use crate::api::{
     self, Condition, CreateOptions, PodMetadata, Quarantined, RuntimeInfo, SandboxStatus,
@@ -28,8 +28,8 @@ use crate::settings::Settings;
 use crate::store::Store;
 use crate::systemd::Systemd;
 use errors::BusError;
-use polkit::{Detail, Verb};
 use manager::Manager;
+use polkit::{Detail, Verb};
 use sandbox::SandboxObject;
 use std::future::Future;
 use std::sync::Arc;
