@@ -273,6 +273,20 @@ impl<T: Checkpoint> Store<T> {
         Ok(out)
     }
 
+    /// The names (ids) of the records in `quarantine/`, from this start and
+    /// earlier ones: each stays there until an operator removes it.
+    pub fn quarantined_names(&self) -> std::collections::HashSet<String> {
+        let Ok(dir) = fs::read_dir(&self.quarantine) else {
+            return Default::default();
+        };
+        dir.flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                Some(name.rsplit_once('.')?.0.to_owned())
+            })
+            .collect()
+    }
+
     fn quarantine_dir(&self, name: &str) -> PathBuf {
         let stamp = crate::domain::sandbox::now_usec();
         self.quarantine.join(format!("{name}.{stamp}"))
@@ -478,6 +492,12 @@ pub(crate) mod tests {
 
         store.delete(&a.id).unwrap();
         store.delete(&a.id).unwrap();
-        assert_eq!(store.recover().unwrap().records, vec![b]);
+        let again = store.recover().unwrap();
+        assert_eq!(again.records, vec![b]);
+        // Reported once; still held (by id) on every later start.
+        assert!(again.quarantined.is_empty());
+        let held = store.quarantined_names();
+        assert_eq!(held.len(), 1);
+        assert!(held.contains(bad.id.as_str()));
     }
 }

@@ -39,7 +39,17 @@ impl<S: SystemdClient> Pods<S> {
     pub async fn recover(&self) -> Result<RecoveryReport> {
         let t0 = Instant::now();
         let recovered = self.store.recover()?;
-        *self.recovered_attachments.lock().unwrap() = self.attachments.ids()?;
+        // A record in quarantine/ (this start's or an earlier one's) is
+        // damaged, not gone: its units are left running and its network
+        // attachment is held, not paid (the DEL would stop the netns unit,
+        // and the scope bound to it), until an operator removes it.
+        let held = self.store.quarantined_names();
+        *self.recovered_attachments.lock().unwrap() = self
+            .attachments
+            .ids()?
+            .into_iter()
+            .filter(|id| !held.contains(id.as_str()))
+            .collect();
         for q in &recovered.quarantined {
             tracing::error!(sandbox_dir = %q.dir, moved_to = %q.moved_to.display(), reason = %q.reason,
                             "corrupt checkpoint of {} quarantined to {}: {}", q.dir, q.moved_to.display(), q.reason);
@@ -101,12 +111,11 @@ impl<S: SystemdClient> Pods<S> {
             known_netns.insert(netns);
             self.registry.insert(Entry::new(sb));
         }
-        let quarantined: Vec<&str> = report.quarantined.iter().map(|q| q.dir.as_str()).collect();
         let mut orphans = self
-            .stop_orphans(&units, &known, &quarantined, id_from_scope_unit)
+            .stop_orphans(&units, &known, &held, id_from_scope_unit)
             .await;
         orphans.extend(
-            self.stop_orphans(&netns_units, &known_netns, &quarantined, id_from_netns_unit)
+            self.stop_orphans(&netns_units, &known_netns, &held, id_from_netns_unit)
                 .await,
         );
         report.orphans_stopped = orphans;
@@ -135,7 +144,7 @@ impl<S: SystemdClient> Pods<S> {
         &self,
         units: &std::collections::HashMap<String, String>,
         known: &std::collections::HashSet<String>,
-        quarantined: &[&str],
+        quarantined: &std::collections::HashSet<String>,
         id_of: fn(&str) -> Option<SandboxId>,
     ) -> Vec<String> {
         let mut stopped = Vec::new();
@@ -144,7 +153,7 @@ impl<S: SystemdClient> Pods<S> {
                 continue;
             }
             let Some(id) = id_of(unit) else { continue };
-            if quarantined.contains(&id.as_str()) {
+            if quarantined.contains(id.as_str()) {
                 warn!(sandbox_id = %id, unit = %unit, "{unit} of quarantined sandbox {id} left running");
                 continue;
             }

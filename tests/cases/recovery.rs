@@ -148,10 +148,9 @@ async fn kill_9_mid_operation_loses_nothing_and_leaks_no_scope() {
 async fn corrupt_checkpoints_are_quarantined_and_the_rest_recovered() {
     let (m, _) = manager().await;
     let good = create_started(&m, "q-good", CreateOptions::default()).await;
-    let (bad, _) = m
-        .create(&pod(&uniq("q-bad")), &CreateOptions::default())
-        .await
-        .unwrap();
+    // Started: a scope, a netns unit and a network attachment, which
+    // outlive its record's quarantine.
+    let bad = create_started(&m, "q-bad", CreateOptions::default()).await;
     let (trunc, _) = m
         .create(&pod(&uniq("q-trunc")), &CreateOptions::default())
         .await
@@ -192,6 +191,31 @@ async fn corrupt_checkpoints_are_quarantined_and_the_rest_recovered() {
         log.contains(&format!("corrupt checkpoint of {bad} quarantined")),
         "{log}"
     );
+    // A quarantined pod is left for an operator, across restarts too: its
+    // units run and its network attachment is held (its DEL would stop
+    // the netns unit and, bound to it, the scope).
+    let units = [
+        format!("podscope-{bad}.scope"),
+        format!("podscope-netns@{bad}.service"),
+    ];
+    let active = |u: &str| sh_status(&format!("systemctl is-active --quiet {u}")) == 0;
+    for _ in 0..2 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for u in &units {
+            assert!(active(u), "{u} of the quarantined pod stopped");
+        }
+        assert!(std::path::Path::new(&attachment_path(&bad)).exists());
+        daemon("restart");
+        manager().await;
+    }
+    // Once the operator has removed it, the next start cleans up.
+    sh(&format!("rm -rf /var/lib/podscope/quarantine/{bad}.*"));
+    daemon("restart");
+    let (m, _) = manager().await;
+    wait_until(Duration::from_secs(10), || {
+        units.iter().all(|u| !active(u)) && !std::path::Path::new(&attachment_path(&bad)).exists()
+    });
+    sh(&format!("rm -rf /var/lib/podscope/quarantine/{trunc}.*"));
     m.remove(&good).await.unwrap();
 }
 
