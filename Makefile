@@ -108,7 +108,7 @@ install:
 	$(INSTALL) -m 0644 completions/podscopectl.bash $(DESTDIR)$(BASHCOMPDIR)/podscopectl
 	$(INSTALL) -m 0644 completions/_podscopectl $(DESTDIR)$(ZSHCOMPDIR)/_podscopectl
 	$(INSTALL) -m 0644 completions/podscopectl.fish $(DESTDIR)$(FISHCOMPDIR)/podscopectl.fish
-	$(INSTALL) -m 0644 README.md docs/ARCHITECTURE.md docs/PACKAGING.md polkit/50-podscope.rules.example \
+	$(INSTALL) -m 0644 README.md docs/ARCHITECTURE.md docs/OPERATIONS.md docs/PACKAGING.md polkit/50-podscope.rules.example \
 	  $(DESTDIR)$(DOCDIR)/
 
 uninstall:

@@ -55,6 +55,7 @@ expect "the CRI socket exists" test -S /run/podscope/cri.sock
 expect "the config is a conffile" grep -qx /etc/podscope/podscope.toml /var/lib/dpkg/info/podscope.conffiles
 expect "man podscoped(8) installed" test -f /usr/share/man/man8/podscoped.8.gz
 expect "bash completion installed" test -f /usr/share/bash-completion/completions/podscopectl
+expect "the operations guide installed" test -f /usr/share/doc/podscope/OPERATIONS.md
 
 step "systemd-analyze verify, every unit"
 for u in "${UNITS[@]}"; do
@@ -149,7 +150,7 @@ if [[ $deb_files != "$rpm_files" ]]; then
     fail "the RPM and the .deb install different files"
 fi
 ok "same $(wc -l <<<"$deb_files") files in the RPM and the .deb"
-for doc in 50-podscope.rules.example README.md; do
+for doc in 50-podscope.rules.example README.md OPERATIONS.md; do
     expect "the RPM has the doc $doc" grep -q "/usr/share/doc/podscope/$doc" <(rpm -qlp "$RPM")
 done
 expect "the RPM marks the config noreplace" grep -qx /etc/podscope/podscope.toml <(rpm -qcp "$RPM")
