@@ -16,11 +16,12 @@ _podscopectl() {
         words=("${COMP_WORDS[@]}")
         cword=$COMP_CWORD
     }
-    local commands="list status create start stop rm wait update info pull images inspecti rmi imagefsinfo container ps inspect logs exec attach help"
+    local commands="list status create start stop rm remove wait update info journal pull images inspecti rmi imagefsinfo container ps inspect logs exec attach help"
+    local container_verbs="create start stop rm remove update"
     local c=1
     [[ ${words[1]} == --no-ask-password ]] && c=2
     if ((cword == c)); then
-        COMPREPLY=($(compgen -W "$commands --no-ask-password --version" -- "$cur"))
+        COMPREPLY=($(compgen -W "$commands --no-ask-password --version -V --help -h" -- "$cur"))
         return
     fi
     case ${words[c]} in
@@ -29,7 +30,7 @@ _podscopectl() {
                 --state) COMPREPLY=($(compgen -W "created ready notready" -- "$cur")); return;;
                 --label) return;;
             esac
-            COMPREPLY=($(compgen -W "--state --label --quiet" -- "$cur"))
+            COMPREPLY=($(compgen -W "--state --label --quiet -q" -- "$cur"))
             ;;
         status|wait)
             ((cword == c + 1)) && COMPREPLY=($(compgen -W "$(_podscopectl_ids)" -- "$cur"))
@@ -43,6 +44,26 @@ _podscopectl() {
             ;;
         start|stop|rm|remove)
             COMPREPLY=($(compgen -W "$(_podscopectl_ids)" -- "$cur"))
+            ;;
+        journal)
+            # A sandbox or container, then journalctl's options.
+            if ((cword == c + 1)); then
+                COMPREPLY=($(compgen -W "$(_podscopectl_ids) $(_podscopectl_ctr_ids)" -- "$cur"))
+            elif [[ $cur == -* ]]; then
+                COMPREPLY=($(compgen -W "-f --follow -n --lines -o --output -p --priority
+                    -r --reverse -g --grep --since --until --no-pager" -- "$cur"))
+            elif [[ $prev == -o || $prev == --output ]]; then
+                COMPREPLY=($(compgen -W "short short-iso short-precise verbose json json-pretty cat" -- "$cur"))
+            fi
+            ;;
+        pull)
+            case $prev in
+                --creds|--auth|--registry-token) return;;
+            esac
+            [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--creds --auth --registry-token" -- "$cur"))
+            ;;
+        images)
+            [[ $cur == -* ]] && COMPREPLY=($(compgen -W "-q --quiet" -- "$cur"))
             ;;
         create)
             case $prev in
@@ -61,10 +82,10 @@ _podscopectl() {
         ps)
             case $prev in
                 --state) COMPREPLY=($(compgen -W "created running exited unknown" -- "$cur")); return;;
-                --pod) COMPREPLY=($(compgen -W "$(_podscopectl_ids)" -- "$cur")); return;;
+                --pod|-p) COMPREPLY=($(compgen -W "$(_podscopectl_ids)" -- "$cur")); return;;
                 --label) return;;
             esac
-            COMPREPLY=($(compgen -W "-a --pod --state --label --quiet" -- "$cur"))
+            COMPREPLY=($(compgen -W "-a --all -p --pod --state --label -q --quiet" -- "$cur"))
             ;;
         inspect)
             ((cword == c + 1)) && COMPREPLY=($(compgen -W "$(_podscopectl_ctr_ids)" -- "$cur"))
@@ -76,31 +97,32 @@ _podscopectl() {
         exec)
             [[ $prev == --timeout ]] && return
             if [[ $cur == -* ]]; then
-                COMPREPLY=($(compgen -W "--timeout -i -t" -- "$cur"))
-            elif [[ $prev == exec || $prev == -i || $prev == -t || $prev == -it || $prev =~ ^[0-9]+$ ]]; then
+                COMPREPLY=($(compgen -W "--timeout -i --interactive -t --tty" -- "$cur"))
+            elif [[ $prev == exec || $prev == -* || $prev =~ ^[0-9]+$ ]]; then
                 COMPREPLY=($(compgen -W "$(_podscopectl_ctr_ids)" -- "$cur"))
             fi
             ;;
         attach)
-            [[ $cur == -* ]] && COMPREPLY=($(compgen -W "-i" -- "$cur")) \
+            [[ $cur == -* ]] && COMPREPLY=($(compgen -W "-i --interactive -t --tty" -- "$cur")) \
                 || COMPREPLY=($(compgen -W "$(_podscopectl_ctr_ids)" -- "$cur"))
             ;;
         container)
             if ((cword == c + 1)); then
-                COMPREPLY=($(compgen -W "create start stop rm update" -- "$cur"))
+                COMPREPLY=($(compgen -W "$container_verbs" -- "$cur"))
                 return
             fi
             case ${words[c+1]} in
                 create)
                     case $prev in
-                        --mount|--log-path|--workdir) COMPREPLY=($(compgen -f -- "$cur")); return;;
-                        --env|--user|--label|--cap-add|--cap-drop|--memory|--cpu-quota|\
+                        --mount|--log-path|--workdir|-w) COMPREPLY=($(compgen -f -- "$cur")); return;;
+                        --env|-e|--user|-u|--label|--cap-add|--cap-drop|--memory|--cpu-quota|\
                         --cpu-period|--cpu-shares|--cpuset-cpus|--attempt) return;;
                     esac
                     if [[ $cur == -* ]]; then
-                        COMPREPLY=($(compgen -W "--env --workdir --user --mount --label --log-path
-                            --privileged --read-only --cap-add --cap-drop --tty --stdin --memory
-                            --cpu-quota --cpu-period --cpu-shares --cpuset-cpus --attempt --start" -- "$cur"))
+                        COMPREPLY=($(compgen -W "-e --env -w --workdir -u --user --mount --label
+                            --log-path --privileged --read-only --cap-add --cap-drop -t --tty
+                            -i --stdin --memory --cpu-quota --cpu-period --cpu-shares
+                            --cpuset-cpus --attempt --start" -- "$cur"))
                     elif ((cword == c + 2)); then
                         COMPREPLY=($(compgen -W "$(_podscopectl_ids)" -- "$cur"))
                     fi
@@ -114,9 +136,13 @@ _podscopectl() {
                     ;;
                 stop)
                     [[ $prev == -t || $prev == --timeout ]] && return
-                    COMPREPLY=($(compgen -W "-t $(_podscopectl_ctr_ids)" -- "$cur"))
+                    if [[ $cur == -* ]]; then
+                        COMPREPLY=($(compgen -W "-t --timeout" -- "$cur"))
+                    else
+                        COMPREPLY=($(compgen -W "$(_podscopectl_ctr_ids)" -- "$cur"))
+                    fi
                     ;;
-                start|rm)
+                start|rm|remove)
                     COMPREPLY=($(compgen -W "$(_podscopectl_ctr_ids)" -- "$cur"))
                     ;;
             esac

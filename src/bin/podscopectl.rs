@@ -1,17 +1,38 @@
 //! podscopectl: inspect and drive podscope sandboxes (machinectl-like).
+//!
+//! The command line is a table (`spec`): every command, alias and flag.
+//! `read_line` parses the arguments against it and `prepare` turns them
+//! into an `Action`, without the bus; `perform` then calls the daemon.
 
+// The crate root's modules live beside it, in podscopectl/.
+#[path = "podscopectl/containers.rs"]
+mod containers;
+#[cfg(test)]
+#[path = "podscopectl/doc_tests.rs"]
+mod doc_tests;
+#[path = "podscopectl/images.rs"]
+mod images;
+#[path = "podscopectl/spec.rs"]
+mod spec;
+
+use containers::{CreateArgs as ContainerCreateArgs, ExecArgs};
 use enumflags2::BitFlags;
+use podscope::api::container::{ContainerFilter, Resources as ContainerResources};
 use podscope::api::errors::classify;
+use podscope::api::image::{ImageFilter, PullOptions};
 use podscope::api::proxy::system_connection;
 use podscope::api::{Client, CreateOptions, Dns, ListFilter, PodMetadata, PortMapping, Resources};
 use podscope::domain::{NamespaceMode, NetworkMode, Protocol, State};
+use podscope::ErrorKind;
+use spec::{Cmd, Opt, Parsed, ROOT};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use zbus::proxy::MethodFlags;
 use zbus::zvariant::OwnedObjectPath;
 
 const USAGE: &str = "usage: podscopectl [--no-ask-password] COMMAND [ARGS]
-       podscopectl --version
+       podscopectl --version|-V
+       podscopectl --help|-h|help
 
 Commands:
   list [--state STATE] [--label K=V]... [-q|--quiet]
@@ -25,14 +46,18 @@ Commands:
       --cpu-shares N  --pids-limit N  --port HOST:CONTAINER[/PROTO]
       --dns-server IP  --dns-search DOMAIN  --dns-option OPT  --sysctl K=V
       --start (start it too)
-  start ID...    stop ID...    rm ID...
+  start ID...    stop ID...    rm|remove ID...
   wait ID                                 block until the sandbox stops; print
                                           its exit status, end time and reason
   update ID [--memory BYTES] [--cpu-quota USEC] [--cpu-period USEC]
             [--cpu-shares N] [--pids-limit N]
                                           set a sandbox's resources (a limit not
                                           given is removed)
-  info                                    runtime version, platform and readiness
+  info                                    runtime version, platform, readiness and
+                                          what recovery found at start
+  journal ID [JOURNALCTL-OPTIONS...]      journalctl for a sandbox or container (ID
+                                          or unique prefix): podscoped's entries
+                                          about it and its units'; e.g. -f, -n 50
   pull IMAGE [--creds USER[:PASSWORD]] [--auth BASE64] [--registry-token TOKEN]
                                           pull an image (progress on a terminal),
                                           print its id
@@ -43,31 +68,35 @@ Commands:
 
 Containers (crictl's names where they name nothing else here):
   container create POD NAME IMAGE [OPTIONS] [-- COMMAND ARGS...]
-      --env K=V  --workdir DIR  --user UID|NAME  --mount HOST:CONTAINER[:ro]
-      --label K=V  --log-path PATH (in the pod's log directory; default
-      NAME/ATTEMPT.log)
-      --privileged  --read-only  --cap-add CAP  --cap-drop CAP  --tty  --stdin
-      --memory BYTES  --cpu-quota USEC  --cpu-period USEC  --cpu-shares N
-      --cpuset-cpus LIST  --attempt N  --start (start it too)
+      -e|--env K=V  -w|--workdir DIR  -u|--user UID|NAME
+      --mount HOST:CONTAINER[:ro]  --label K=V  --log-path PATH (in the pod's
+      log directory; default NAME/ATTEMPT.log)
+      --privileged  --read-only  --cap-add CAP  --cap-drop CAP  -t|--tty
+      -i|--stdin  --memory BYTES  --cpu-quota USEC  --cpu-period USEC
+      --cpu-shares N  --cpuset-cpus LIST  --attempt N  --start (start it too)
                                           create a container in a ready pod
-  container start ID...    container stop [-t SECONDS] ID...    container rm ID...
+  container start ID...    container stop [-t|--timeout SECONDS] ID...
+  container rm|remove ID...
   container update ID [--memory BYTES] [--cpu-quota USEC] [--cpu-period USEC]
                       [--cpu-shares N] [--cpuset-cpus LIST]
-  ps [-a] [--pod ID] [--state STATE] [--label K=V]... [-q]
+  ps [-a|--all] [-p|--pod ID] [--state STATE] [--label K=V]... [-q|--quiet]
                                           list containers (running ones unless -a)
   inspect ID                              one container as JSON
-  logs [-f] ID                            its output, from its CRI log file
-  exec [-i] [-t] [--timeout SECONDS] ID COMMAND...
+  logs [-f|--follow] ID                   its output, from its CRI log file
+  exec [-i|--interactive] [-t|--tty] [--timeout SECONDS] ID [--] COMMAND...
                                           run a command in a running container;
                                           exits with the command's status. -i: with
                                           this stdin; -t: on a terminal (ctrl-p ctrl-q
                                           detaches)
-  attach [-i] ID                          join a running container's output (and,
+  attach [-i|--interactive] [-t|--tty] ID join a running container's output (and,
                                           with -i, its stdin; its terminal if it has one)
 
+A flag's value follows it, or an = (--memory=67108864); short flags
+without values may be joined (-it, -aq).
 Create, start, stop, rm, update, pull, rmi, container, exec and attach let polkit ask for a password (through an
 authentication agent) unless --no-ask-password is given.";
 
+#[derive(Debug)]
 struct Fail(String);
 
 impl From<zbus::Error> for Fail {
@@ -79,28 +108,32 @@ impl From<zbus::Error> for Fail {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if matches!(args.first().map(String::as_str), Some("--version" | "-V")) {
-        // Without the bus: a packager's smoke test, or a node whose
-        // daemon is down, still gets it.
-        println!("podscopectl {}", env!("CARGO_PKG_VERSION"));
-        return ExitCode::SUCCESS;
-    }
-    // No command (`--no-ask-password` alone included) is told before the
-    // bus is reached.
-    let no_command = args.iter().all(|a| a == "--no-ask-password");
-    if no_command || matches!(args[0].as_str(), "-h" | "--help" | "help") {
-        println!("{USAGE}");
-        return if no_command {
-            ExitCode::from(2)
-        } else {
-            ExitCode::SUCCESS
-        };
-    }
+    // Without the bus: the version (a packager's smoke test, or a node
+    // whose daemon is down, still gets it), the usage, and every mistake
+    // in the arguments.
+    let (ask_password, action) = match read_line(&args) {
+        Ok(Line::Version) => {
+            println!("podscopectl {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Ok(Line::Usage(code)) => {
+            println!("{USAGE}");
+            return ExitCode::from(code);
+        }
+        Ok(Line::Run {
+            ask_password,
+            action,
+        }) => (ask_password, action),
+        Err(Fail(msg)) => {
+            eprintln!("podscopectl: {msg}");
+            return ExitCode::from(1);
+        }
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match rt.block_on(run(args)) {
+    match rt.block_on(perform(ask_password, *action)) {
         // exec exits with its command's status.
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(255)),
         Err(Fail(msg)) => {
@@ -108,6 +141,272 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// What the command line asks for.
+enum Line {
+    Version,
+    /// The usage, and the exit status: 0 when asked for, 2 for no command.
+    Usage(u8),
+    Run {
+        ask_password: bool,
+        action: Box<Action>,
+    },
+}
+
+/// "create, start or update": a group's verbs, for its messages.
+fn verbs(group: &spec::Command, last: &str) -> String {
+    let names: Vec<&str> = group.subcommands.iter().map(|c| c.name).collect();
+    match names.split_last() {
+        Some((tail, [])) => (*tail).to_owned(),
+        Some((tail, init)) => format!("{}{last}{tail}", init.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// The global flags, the command (and a group's verb), its arguments.
+fn read_line(args: &[String]) -> Result<Line, Fail> {
+    let top = spec::parse(&ROOT, "", args)?;
+    let (mut ask_password, mut version, mut help) = (true, false, false);
+    for g in top.flags() {
+        match g.opt() {
+            Opt::NoAskPassword => ask_password = false,
+            Opt::Version => version = true,
+            Opt::Help => help = true,
+            _ => return Err(g.unhandled(&top)),
+        }
+    }
+    if version {
+        return Ok(Line::Version);
+    }
+    if help {
+        return Ok(Line::Usage(0));
+    }
+    // No command, `--no-ask-password` alone included.
+    let Some(name) = top.operands().first() else {
+        return Ok(Line::Usage(2));
+    };
+    let Some(mut cmd) = ROOT.find(name) else {
+        return Err(Fail(format!("unknown command {name:?}\n{USAGE}")));
+    };
+    let mut path = name.clone();
+    let mut rest = top.rest().to_vec();
+    if !cmd.subcommands.is_empty() {
+        let group = spec::parse(cmd, &path, &rest)?;
+        no_flags(&group)?;
+        let Some(verb) = group.operands().first() else {
+            return Err(Fail(format!("{path} needs a verb: {}", verbs(cmd, " or "))));
+        };
+        let Some(sub) = cmd.find(verb) else {
+            return Err(Fail(format!(
+                "{path}: unknown verb {verb:?} ({})",
+                verbs(cmd, ", ")
+            )));
+        };
+        path = format!("{path} {verb}");
+        rest = group.rest().to_vec();
+        cmd = sub;
+    }
+    let p = spec::parse(cmd, &path, &rest)?;
+    let action = prepare(cmd.cmd, &p)?;
+    if let Some(g) = p.unseen() {
+        return Err(g.unhandled(&p));
+    }
+    Ok(match action {
+        Action::Help => Line::Usage(0),
+        action => Line::Run {
+            ask_password,
+            action: Box::new(action),
+        },
+    })
+}
+
+/// One command, its arguments read and checked.
+#[derive(Debug)]
+enum Action {
+    Help,
+    List {
+        filter: ListFilter,
+        quiet: bool,
+    },
+    Status(String),
+    Create(Box<CreateArgs>),
+    /// Start, Stop or Remove on each sandbox.
+    Each {
+        method: &'static str,
+        ids: Vec<String>,
+    },
+    Wait(String),
+    Update {
+        id: String,
+        resources: Resources,
+    },
+    Info,
+    Journal {
+        id: String,
+        options: Vec<String>,
+    },
+    Pull {
+        image: String,
+        options: PullOptions,
+    },
+    Images {
+        filter: ImageFilter,
+        quiet: bool,
+    },
+    Inspecti(String),
+    Rmi(Vec<String>),
+    ImageFsInfo,
+    ContainerCreate(Box<ContainerCreateArgs>),
+    /// StartContainer or RemoveContainer on each.
+    ContainerEach {
+        method: &'static str,
+        ids: Vec<String>,
+    },
+    ContainerStop {
+        timeout: i64,
+        ids: Vec<String>,
+    },
+    ContainerUpdate {
+        id: String,
+        resources: ContainerResources,
+    },
+    Ps {
+        filter: ContainerFilter,
+        quiet: bool,
+    },
+    Inspect(String),
+    Logs {
+        follow: bool,
+        id: String,
+    },
+    Exec(ExecArgs),
+    Attach {
+        stdin: bool,
+        id: String,
+    },
+}
+
+/// A command's parsed arguments as an `Action`. Each command takes its
+/// flags here, matching on their `Opt`; a flag the table gives a command
+/// and its arm does not take is an error (`Given::unhandled`, or, for a
+/// flag never looked at, `Parsed::unseen` in read_line), never ignored.
+fn prepare(cmd: Cmd, p: &Parsed) -> Result<Action, Fail> {
+    Ok(match cmd {
+        // Groups are resolved to a verb by read_line.
+        Cmd::Podscopectl | Cmd::Container => {
+            return Err(Fail(format!("{} needs a command", p.path())))
+        }
+        // `help` and anything after it: the usage.
+        Cmd::Help => Action::Help,
+        Cmd::List => {
+            let (filter, quiet) = list_args(p)?;
+            Action::List { filter, quiet }
+        }
+        Cmd::Status => Action::Status(one(p, "status takes one ID")?),
+        Cmd::Create => Action::Create(Box::new(create_args(p)?)),
+        Cmd::Start => Action::Each {
+            method: "Start",
+            ids: at_least_one(p, "ID")?,
+        },
+        Cmd::Stop => Action::Each {
+            method: "Stop",
+            ids: at_least_one(p, "ID")?,
+        },
+        Cmd::Rm => Action::Each {
+            method: "Remove",
+            ids: at_least_one(p, "ID")?,
+        },
+        Cmd::Wait => Action::Wait(one(p, "wait takes one ID")?),
+        Cmd::Update => {
+            let (id, resources) = update_args(p)?;
+            Action::Update { id, resources }
+        }
+        Cmd::Info => {
+            no_operands(p)?;
+            Action::Info
+        }
+        Cmd::Journal => Action::Journal {
+            id: one(p, "journal needs an ID (then journalctl's options)")?,
+            options: p.rest().to_vec(),
+        },
+        Cmd::Pull => {
+            let (image, options) = images::pull_args(p)?;
+            Action::Pull { image, options }
+        }
+        Cmd::Images => {
+            let (filter, quiet) = images::list_args(p)?;
+            Action::Images { filter, quiet }
+        }
+        Cmd::Inspecti => Action::Inspecti(one(p, "inspecti takes one IMAGE")?),
+        Cmd::Rmi => Action::Rmi(at_least_one(p, "IMAGE")?),
+        Cmd::Imagefsinfo => {
+            no_operands(p)?;
+            Action::ImageFsInfo
+        }
+        Cmd::ContainerCreate => Action::ContainerCreate(Box::new(containers::create_args(p)?)),
+        Cmd::ContainerStart => Action::ContainerEach {
+            method: "StartContainer",
+            ids: containers::ids_args(p)?,
+        },
+        Cmd::ContainerRm => Action::ContainerEach {
+            method: "RemoveContainer",
+            ids: containers::ids_args(p)?,
+        },
+        Cmd::ContainerStop => {
+            let (timeout, ids) = containers::stop_args(p)?;
+            Action::ContainerStop { timeout, ids }
+        }
+        Cmd::ContainerUpdate => {
+            let (id, resources) = containers::update_args(p)?;
+            Action::ContainerUpdate { id, resources }
+        }
+        Cmd::Ps => {
+            let (filter, quiet) = containers::ps_args(p)?;
+            Action::Ps { filter, quiet }
+        }
+        Cmd::Inspect => Action::Inspect(one(p, "inspect takes one ID")?),
+        Cmd::Logs => {
+            let (follow, id) = containers::logs_args(p)?;
+            Action::Logs { follow, id }
+        }
+        Cmd::Exec => Action::Exec(containers::exec_args(p)?),
+        Cmd::Attach => {
+            let (stdin, id) = containers::attach_args(p)?;
+            Action::Attach { stdin, id }
+        }
+    })
+}
+
+/// For a group, which takes no flags: any the table gives it is a bug.
+fn no_flags(p: &Parsed) -> Result<(), Fail> {
+    match p.flags().first() {
+        Some(g) => Err(g.unhandled(p)),
+        None => Ok(()),
+    }
+}
+
+fn no_operands(p: &Parsed) -> Result<(), Fail> {
+    match p.operands().first() {
+        Some(a) => Err(Fail(format!("{}: unexpected argument {a:?}", p.path()))),
+        None => Ok(()),
+    }
+}
+
+/// The one operand, or `msg`.
+fn one(p: &Parsed, msg: &str) -> Result<String, Fail> {
+    match p.operands() {
+        [one] => Ok(one.clone()),
+        _ => Err(Fail(msg.into())),
+    }
+}
+
+/// The operands, at least one `what`.
+fn at_least_one(p: &Parsed, what: &str) -> Result<Vec<String>, Fail> {
+    if p.operands().is_empty() {
+        return Err(Fail(format!("{} needs at least one {what}", p.path())));
+    }
+    Ok(p.operands().to_vec())
 }
 
 /// The mutating calls, with ALLOW_INTERACTIVE_AUTHORIZATION unless
@@ -144,21 +443,14 @@ where
         .ok_or_else(|| Fail(format!("{method}: no reply")))
 }
 
-async fn run(args: Vec<String>) -> Result<i32, Fail> {
+/// Connect, then do `action`; the exit status (exec's command's, or 0).
+async fn perform(ask_password: bool, action: Action) -> Result<i32, Fail> {
     // Longer than any daemon-side step timeout, so the daemon's own error
     // arrives first.
     let conn = system_connection(std::time::Duration::from_secs(120))
         .await
         .map_err(|e| Fail(format!("cannot connect to the system bus: {e}")))?;
     let m = Client::new(&conn).await?;
-    let (ask_password, args) = match args.first().map(String::as_str) {
-        Some("--no-ask-password") => (false, &args[1..]),
-        _ => (true, &args[..]),
-    };
-    let Some(cmd) = args.first().map(String::as_str) else {
-        return Err(Fail(USAGE.into()));
-    };
-    let rest = &args[1..];
     let mutate = Mutate {
         m: &m,
         flags: if ask_password {
@@ -167,78 +459,31 @@ async fn run(args: Vec<String>) -> Result<i32, Fail> {
             BitFlags::empty()
         },
     };
-    let done: Result<(), Fail> = match cmd {
-        "list" => list(&m, rest).await,
-        "status" => {
-            let [id] = rest else {
-                return Err(Fail("status takes one ID".into()));
-            };
-            status(&m, id).await
-        }
-        "create" => create(&mutate, rest).await,
-        "start" | "stop" | "rm" | "remove" => {
-            if rest.is_empty() {
-                return Err(Fail(format!("{cmd} needs at least one ID")));
-            }
-            let method = match cmd {
-                "start" => "Start",
-                "stop" => "Stop",
-                _ => "Remove",
-            };
-            for id in rest {
+    let done: Result<(), Fail> = match action {
+        // read_line answers it without the bus.
+        Action::Help => Ok(()),
+        Action::List { filter, quiet } => list(&m, &filter, quiet).await,
+        Action::Status(id) => status(&m, &id).await,
+        Action::Create(c) => create(&mutate, &c).await,
+        Action::Each { method, ids } => {
+            for id in &ids {
                 mutate.call::<_, ()>(method, &(id.as_str(),)).await?;
             }
             Ok(())
         }
-        "wait" => {
-            let [id] = rest else {
-                return Err(Fail("wait takes one ID".into()));
-            };
-            wait(id).await
-        }
-        "update" => {
-            let Some((id, opts)) = rest.split_first() else {
-                return Err(Fail("update needs an ID".into()));
-            };
-            let mut resources = Resources::default();
-            let mut it = opts.iter();
-            while let Some(a) = it.next() {
-                let v = it
-                    .next()
-                    .ok_or_else(|| Fail(format!("{a} needs a value")))?;
-                if !resource_option(&mut resources, a, v)? {
-                    return Err(Fail(format!("update: unknown option {a:?}")));
-                }
-            }
+        Action::Wait(id) => wait(&id).await,
+        Action::Update { id, resources } => {
             mutate
                 .call::<_, ()>("UpdateResources", &(id.as_str(), resources))
                 .await
         }
-        "info" => info(&m).await,
-        "container" => containers::command(&mutate, rest).await,
-        "ps" => containers::ps(&m, rest).await,
-        "inspect" => {
-            let [id] = rest else {
-                return Err(Fail("inspect takes one ID".into()));
-            };
-            containers::inspect(&m, id).await
-        }
-        "logs" => containers::logs(&m, rest).await,
-        "exec" => return containers::exec(&m, rest).await,
-        "attach" => return containers::attach(&m, rest).await,
-        "pull" => images::pull(mutate.flags, rest).await,
-        "images" => images::list(&m, rest).await,
-        "inspecti" => {
-            let [image] = rest else {
-                return Err(Fail("inspecti takes one IMAGE".into()));
-            };
-            images::inspect(&m, image).await
-        }
-        "rmi" => {
-            if rest.is_empty() {
-                return Err(Fail("rmi needs at least one IMAGE".into()));
-            }
-            for image in rest {
+        Action::Info => info(&m).await,
+        Action::Journal { id, options } => journal(&m, &id, &options).await,
+        Action::Pull { image, options } => images::pull(mutate.flags, &image, &options).await,
+        Action::Images { filter, quiet } => images::list(&m, &filter, quiet).await,
+        Action::Inspecti(image) => images::inspect(&m, &image).await,
+        Action::Rmi(images) => {
+            for image in &images {
                 call_with::<_, ()>(
                     m.images_proxy().inner(),
                     mutate.flags,
@@ -249,7 +494,7 @@ async fn run(args: Vec<String>) -> Result<i32, Fail> {
             }
             Ok(())
         }
-        "imagefsinfo" => {
+        Action::ImageFsInfo => {
             let i = m.image_fs_info().await?;
             println!("store:  {}", i.mountpoint);
             println!("images: {}", i.images);
@@ -261,7 +506,17 @@ async fn run(args: Vec<String>) -> Result<i32, Fail> {
             );
             Ok(())
         }
-        other => Err(Fail(format!("unknown command {other:?}\n{USAGE}"))),
+        Action::ContainerCreate(c) => containers::create(&mutate, &c).await,
+        Action::ContainerEach { method, ids } => containers::each(&mutate, method, &ids).await,
+        Action::ContainerStop { timeout, ids } => containers::stop(&mutate, timeout, &ids).await,
+        Action::ContainerUpdate { id, resources } => {
+            containers::update(&mutate, &id, &resources).await
+        }
+        Action::Ps { filter, quiet } => containers::ps(&m, &filter, quiet).await,
+        Action::Inspect(id) => containers::inspect(&m, &id).await,
+        Action::Logs { follow, id } => containers::logs(&m, follow, &id).await,
+        Action::Exec(e) => return containers::exec(&m, &e).await,
+        Action::Attach { stdin, id } => return containers::attach(&m, stdin, &id).await,
     };
     done.map(|()| 0)
 }
@@ -279,165 +534,6 @@ fn human(b: u64) -> String {
         format!("{b} B")
     } else {
         format!("{v:.1} {}", UNITS[u])
-    }
-}
-
-mod images {
-    use super::{call_with, human, table, Fail};
-    use futures_util::StreamExt;
-    use podscope::api::image::{ImageFilter, ImageSummary, PullOptions};
-    use podscope::api::proxy::{system_connection, ImagesProxy};
-    use podscope::api::{from_dict, Client, Dict};
-    use std::io::{IsTerminal, Write};
-
-    pub async fn pull(
-        flags: enumflags2::BitFlags<zbus::proxy::MethodFlags>,
-        args: &[String],
-    ) -> Result<(), Fail> {
-        let Some((image, opts)) = args.split_first() else {
-            return Err(Fail("pull needs an IMAGE".into()));
-        };
-        let mut options = PullOptions::default();
-        let mut it = opts.iter();
-        while let Some(a) = it.next() {
-            let v = it
-                .next()
-                .ok_or_else(|| Fail(format!("{a} needs a value")))?
-                .clone();
-            match a.as_str() {
-                "--creds" => {
-                    let (u, p) = v.split_once(':').unwrap_or((v.as_str(), ""));
-                    options.username = Some(u.to_owned());
-                    options.password = Some(p.to_owned());
-                }
-                "--auth" => options.auth = Some(v),
-                "--registry-token" => options.registry_token = Some(v),
-                other => return Err(Fail(format!("pull: unknown option {other:?}"))),
-            }
-        }
-        // A pull may take longer than any other call: its own connection.
-        let conn = system_connection(std::time::Duration::from_secs(6 * 3600))
-            .await
-            .map_err(|e| Fail(format!("cannot connect to the system bus: {e}")))?;
-        let proxy = ImagesProxy::builder(&conn)
-            .cache_properties(zbus::proxy::CacheProperties::No)
-            .build()
-            .await?;
-        let tty = std::io::stderr().is_terminal();
-        let mut progress = if tty {
-            Some(proxy.receive_pull_progress().await?)
-        } else {
-            None
-        };
-        let body = (image.as_str(), &options);
-        let call = call_with::<_, Dict>(proxy.inner(), flags, "Pull", &body);
-        tokio::pin!(call);
-        let reply = loop {
-            tokio::select! {
-                r = &mut call => break r?,
-                Some(sig) = async {
-                    match progress.as_mut() {
-                        Some(p) => p.next().await,
-                        None => std::future::pending().await,
-                    }
-                } => {
-                    if let Ok(a) = sig.args() {
-                        if a.reference == *image {
-                            eprint!(
-                                "\r{image}: {} of {}, {}/{} layers   ",
-                                human(a.bytes_done),
-                                human(a.bytes_total),
-                                a.layers_done,
-                                a.layers_total
-                            );
-                            let _ = std::io::stderr().flush();
-                        }
-                    }
-                }
-            }
-        };
-        if tty {
-            eprintln!();
-        }
-        let s: ImageSummary =
-            from_dict(None, &reply).map_err(|e| Fail(format!("Pull reply: {e}")))?;
-        println!("{}", s.id);
-        Ok(())
-    }
-
-    pub async fn list(m: &Client, args: &[String]) -> Result<(), Fail> {
-        let mut quiet = false;
-        let mut filter = ImageFilter::default();
-        for a in args {
-            match a.as_str() {
-                "-q" | "--quiet" => quiet = true,
-                name if !name.starts_with('-') => filter.image = Some(name.to_owned()),
-                other => return Err(Fail(format!("images: unknown option {other:?}"))),
-            }
-        }
-        let mut images = m.list_images(&filter).await?;
-        images.sort_by(|a, b| a.repo_tags.cmp(&b.repo_tags).then(a.id.cmp(&b.id)));
-        if quiet {
-            for i in images {
-                println!("{}", i.id);
-            }
-            return Ok(());
-        }
-        let mut rows = vec![vec![
-            "IMAGE".into(),
-            "TAG".into(),
-            "IMAGE ID".into(),
-            "SIZE".into(),
-        ]];
-        for i in &images {
-            let short =
-                i.id.trim_start_matches("sha256:")
-                    .chars()
-                    .take(13)
-                    .collect::<String>();
-            let names: Vec<(String, String)> = if i.repo_tags.is_empty() {
-                i.repo_digests
-                    .iter()
-                    .map(|d| {
-                        (
-                            d.split('@').next().unwrap_or(d).to_owned(),
-                            "<none>".to_owned(),
-                        )
-                    })
-                    .take(1)
-                    .collect()
-            } else {
-                i.repo_tags
-                    .iter()
-                    .map(|t| match t.rsplit_once(':') {
-                        Some((r, tag)) if !tag.contains('/') => (r.to_owned(), tag.to_owned()),
-                        _ => (t.clone(), "<none>".to_owned()),
-                    })
-                    .collect()
-            };
-            for (repo, tag) in names {
-                rows.push(vec![repo, tag, short.clone(), human(i.size)]);
-            }
-        }
-        table(&rows);
-        Ok(())
-    }
-
-    pub async fn inspect(m: &Client, image: &str) -> Result<(), Fail> {
-        let (s, i) = m.image_status(image).await?;
-        let mut doc = i.to_json();
-        let summary = serde_json::json!({
-            "id": s.id,
-            "repoTags": s.repo_tags,
-            "repoDigests": s.repo_digests,
-            "size": s.size,
-            "user": s.user,
-        });
-        if let (Some(d), serde_json::Value::Object(sm)) = (doc.as_object_mut(), summary) {
-            d.extend(sm);
-        }
-        println!("{}", serde_json::to_string_pretty(&doc).expect("JSON"));
-        Ok(())
     }
 }
 
@@ -490,38 +586,36 @@ fn kv(arg: &str, flag: &str) -> Result<(String, String), Fail> {
         .ok_or_else(|| Fail(format!("{flag} takes KEY=VALUE, got {arg:?}")))
 }
 
-async fn list(m: &Client, args: &[String]) -> Result<(), Fail> {
+/// `list [--state STATE] [--label K=V]... [-q]`: the filter and -q.
+fn list_args(p: &Parsed) -> Result<(ListFilter, bool), Fail> {
+    no_operands(p)?;
     let mut filter = ListFilter::default();
     let mut labels = BTreeMap::new();
     let mut quiet = false;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = || {
-            it.next()
-                .cloned()
-                .ok_or_else(|| Fail(format!("{a} needs a value")))
-        };
-        match a.as_str() {
-            "--state" => {
-                let v = val()?;
-                filter.state = Some(State::parse(&v).ok_or_else(|| {
-                    Fail(format!(
-                        "--state: {v:?} is not one of created, ready, notready"
-                    ))
+    for g in p.flags() {
+        let (a, v) = (g.name(), g.value());
+        match g.opt() {
+            Opt::State => {
+                filter.state = Some(State::parse(v).ok_or_else(|| {
+                    Fail(format!("{a}: {v:?} is not one of created, ready, notready"))
                 })?);
             }
-            "--label" => {
-                let (k, v) = kv(&val()?, "--label")?;
+            Opt::Label => {
+                let (k, v) = kv(v, a)?;
                 labels.insert(k, v);
             }
-            "-q" | "--quiet" => quiet = true,
-            other => return Err(Fail(format!("list: unknown option {other:?}"))),
+            Opt::Quiet => quiet = true,
+            _ => return Err(g.unhandled(p)),
         }
     }
     if !labels.is_empty() {
         filter.labels = Some(labels);
     }
-    let mut sandboxes = m.list(&filter).await?;
+    Ok((filter, quiet))
+}
+
+async fn list(m: &Client, filter: &ListFilter, quiet: bool) -> Result<(), Fail> {
+    let mut sandboxes = m.list(filter).await?;
     sandboxes.sort_by_key(|d| d.created_at);
     if quiet {
         for d in &sandboxes {
@@ -619,21 +713,38 @@ async fn status(m: &Client, id: &str) -> Result<(), Fail> {
     Ok(())
 }
 
-/// A resource option of create and update, set in `r`; false for any
-/// other option.
-fn resource_option(r: &mut Resources, opt: &str, value: &str) -> Result<bool, Fail> {
-    let field = match opt {
-        "--memory" => &mut r.memory_limit_in_bytes,
-        "--cpu-quota" => &mut r.cpu_quota,
-        "--cpu-period" => &mut r.cpu_period,
-        "--cpu-shares" => &mut r.cpu_shares,
-        "--pids-limit" => &mut r.pids_limit,
+/// A resource flag of create and update, set in `r`; false for any other
+/// flag.
+fn resource_option(r: &mut Resources, g: &spec::Given) -> Result<bool, Fail> {
+    let field = match g.opt() {
+        Opt::Memory => &mut r.memory_limit_in_bytes,
+        Opt::CpuQuota => &mut r.cpu_quota,
+        Opt::CpuPeriod => &mut r.cpu_period,
+        Opt::CpuShares => &mut r.cpu_shares,
+        Opt::PidsLimit => &mut r.pids_limit,
         _ => return Ok(false),
     };
+    let (opt, value) = (g.name(), g.value());
     *field = value
         .parse::<u64>()
         .map_err(|_| Fail(format!("{opt}: {value:?} is not a number")))?;
     Ok(true)
+}
+
+/// `update ID [LIMITS]`.
+fn update_args(p: &Parsed) -> Result<(String, Resources), Fail> {
+    let id = match p.operands() {
+        [] => return Err(Fail("update needs an ID".into())),
+        [id] => id.clone(),
+        _ => return Err(Fail("update takes one ID".into())),
+    };
+    let mut resources = Resources::default();
+    for g in p.flags() {
+        if !resource_option(&mut resources, g)? {
+            return Err(g.unhandled(p));
+        }
+    }
+    Ok((id, resources))
 }
 
 /// Wait without a method timeout of our own: a pod may run for months.
@@ -655,9 +766,21 @@ async fn wait(id: &str) -> Result<(), Fail> {
     Ok(())
 }
 
-async fn create(m: &Mutate<'_>, args: &[String]) -> Result<(), Fail> {
-    let Some((name, rest)) = args.split_first() else {
-        return Err(Fail("create needs a NAME".into()));
+/// `create NAME [OPTIONS]`.
+#[derive(Debug)]
+struct CreateArgs {
+    pod: PodMetadata,
+    options: CreateOptions,
+    start: bool,
+}
+
+fn create_args(p: &Parsed) -> Result<CreateArgs, Fail> {
+    let [name] = p.operands() else {
+        return Err(Fail(if p.operands().is_empty() {
+            "create needs a NAME".into()
+        } else {
+            "create takes one NAME".into()
+        }));
     };
     let mut pod = PodMetadata {
         name: name.clone(),
@@ -673,65 +796,57 @@ async fn create(m: &Mutate<'_>, args: &[String]) -> Result<(), Fail> {
     let mut ports = Vec::new();
     let mut dns = Dns::default();
     let mut sysctls = BTreeMap::new();
-    let mut it = rest.iter();
-    while let Some(a) = it.next() {
-        let mut val = || {
-            it.next()
-                .cloned()
-                .ok_or_else(|| Fail(format!("{a} needs a value")))
-        };
+    for g in p.flags() {
+        let (a, v) = (g.name(), g.value());
         let num = |s: &str| {
             s.parse::<u32>()
                 .map_err(|_| Fail(format!("{a}: {s:?} is not a number")))
         };
-        match a.as_str() {
-            "--namespace" => pod.namespace = val()?,
-            "--uid" => pod.uid = val()?,
-            "--attempt" => pod.attempt = num(&val()?)?,
-            "--hostname" => o.hostname = Some(val()?),
-            "--host-network" => o.network = Some(NetworkMode::Host),
-            "--pid-namespace" => {
-                o.pid_namespace = Some(
-                    NamespaceMode::parse("--pid-namespace", &val()?)
-                        .map_err(|e| Fail(e.to_string()))?,
-                )
+        match g.opt() {
+            Opt::Namespace => pod.namespace = v.to_owned(),
+            Opt::Uid => pod.uid = v.to_owned(),
+            Opt::Attempt => pod.attempt = num(v)?,
+            Opt::Hostname => o.hostname = Some(v.to_owned()),
+            Opt::HostNetwork => o.network = Some(NetworkMode::Host),
+            Opt::PidNamespace => {
+                o.pid_namespace = Some(NamespaceMode::parse(a, v).map_err(|e| Fail(e.to_string()))?)
             }
-            "--cgroup-parent" => o.cgroup_parent = Some(val()?),
-            "--log-directory" => o.log_directory = Some(val()?),
-            "--runtime-handler" => o.runtime_handler = Some(val()?),
-            "--label" => {
-                let (k, v) = kv(&val()?, a)?;
+            Opt::CgroupParent => o.cgroup_parent = Some(v.to_owned()),
+            Opt::LogDirectory => o.log_directory = Some(v.to_owned()),
+            Opt::RuntimeHandler => o.runtime_handler = Some(v.to_owned()),
+            Opt::Label => {
+                let (k, v) = kv(v, a)?;
                 labels.insert(k, v);
             }
-            "--annotation" => {
-                let (k, v) = kv(&val()?, a)?;
+            Opt::Annotation => {
+                let (k, v) = kv(v, a)?;
                 annotations.insert(k, v);
             }
-            "--memory" | "--cpu-quota" | "--cpu-period" | "--cpu-shares" | "--pids-limit" => {
-                resource_option(&mut resources, a, &val()?)?;
-            }
-            "--port" => {
-                let v = val()?;
-                let (pair, proto) = v.split_once('/').unwrap_or((&v, "tcp"));
+            Opt::Port => {
+                let (pair, proto) = v.split_once('/').unwrap_or((v, "tcp"));
                 let (host, container) = pair
                     .split_once(':')
-                    .ok_or_else(|| Fail(format!("--port: {v:?} is not HOST:CONTAINER[/PROTO]")))?;
+                    .ok_or_else(|| Fail(format!("{a}: {v:?} is not HOST:CONTAINER[/PROTO]")))?;
                 ports.push(PortMapping {
-                    protocol: Protocol::parse(proto).map_err(|e| Fail(format!("--port: {e}")))?,
+                    protocol: Protocol::parse(proto).map_err(|e| Fail(format!("{a}: {e}")))?,
                     container_port: num(container)?,
                     host_port: num(host)?,
                     host_ip: String::new(),
                 });
             }
-            "--dns-server" => dns.servers.push(val()?),
-            "--dns-search" => dns.searches.push(val()?),
-            "--dns-option" => dns.options.push(val()?),
-            "--sysctl" => {
-                let (k, v) = kv(&val()?, a)?;
+            Opt::DnsServer => dns.servers.push(v.to_owned()),
+            Opt::DnsSearch => dns.searches.push(v.to_owned()),
+            Opt::DnsOption => dns.options.push(v.to_owned()),
+            Opt::Sysctl => {
+                let (k, v) = kv(v, a)?;
                 sysctls.insert(k, v);
             }
-            "--start" => start = true,
-            other => return Err(Fail(format!("create: unknown option {other:?}"))),
+            Opt::Start => start = true,
+            _ => {
+                if !resource_option(&mut resources, g)? {
+                    return Err(g.unhandled(p));
+                }
+            }
         }
     }
     let some_map = |m: BTreeMap<String, String>| (!m.is_empty()).then_some(m);
@@ -741,13 +856,22 @@ async fn create(m: &Mutate<'_>, args: &[String]) -> Result<(), Fail> {
     o.resources = (resources != Resources::default()).then_some(resources);
     o.port_mappings = (!ports.is_empty()).then_some(ports);
     o.dns = (dns != Dns::default()).then_some(dns);
+    Ok(CreateArgs {
+        pod,
+        options: o,
+        start,
+    })
+}
+
+async fn create(m: &Mutate<'_>, c: &CreateArgs) -> Result<(), Fail> {
+    let (pod, o) = (&c.pod, &c.options);
     let (id, _): (String, OwnedObjectPath) = m
         .call(
             "Create",
-            &(&pod.name, &pod.namespace, &pod.uid, pod.attempt, &o),
+            &(&pod.name, &pod.namespace, &pod.uid, pod.attempt, o),
         )
         .await?;
-    if start {
+    if c.start {
         if let Err(Fail(msg)) = m.call::<_, ()>("Start", &(id.as_str(),)).await {
             return Err(Fail(format!("created {id} but start failed: {msg}")));
         }
@@ -796,425 +920,276 @@ async fn info(m: &Client) -> Result<(), Fail> {
         "Recovered at start: {} in {} µs",
         info.recovered, info.recovery_usec
     );
+    // What recovery found, counts always (0 says it was checked).
+    println!("Quarantined at start: {}", info.quarantined.len());
+    for q in &info.quarantined {
+        println!("  {} -> {}: {}", q.dir, q.moved_to, q.reason);
+    }
+    println!("Orphans stopped at start: {}", info.orphans_stopped.len());
+    for unit in &info.orphans_stopped {
+        println!("  {unit}");
+    }
+    println!("Network teardowns owed: {}", info.network_teardowns_owed);
     Ok(())
 }
 
-/// Containers: `container create|start|stop|rm|update` (the pod verbs
-/// keep their short names), and crictl's `ps`, `logs`, `exec`, `inspect`,
-/// which name nothing else here.
-mod containers {
-    use super::{fmt_time, kv, table, Fail, Mutate};
-    use podscope::api::container::{ContainerFilter, ContainerOptions, Mount, Resources, Security};
-    use podscope::api::Client;
-    use podscope::domain::container::{ContainerState, Propagation};
-    use std::collections::BTreeMap;
-    use std::io::Write;
-    use zbus::zvariant::OwnedObjectPath;
-
-    pub async fn command(m: &Mutate<'_>, args: &[String]) -> Result<(), Fail> {
-        let Some((verb, rest)) = args.split_first() else {
-            return Err(Fail(
-                "container needs a verb: create, start, stop, rm or update".into(),
-            ));
-        };
-        match verb.as_str() {
-            "create" => create(m, rest).await,
-            "start" | "rm" | "remove" => {
-                if rest.is_empty() {
-                    return Err(Fail(format!("container {verb} needs at least one ID")));
-                }
-                let method = if verb == "start" {
-                    "StartContainer"
-                } else {
-                    "RemoveContainer"
-                };
-                for id in rest {
-                    m.call::<_, ()>(method, &(id.as_str(),)).await?;
-                }
-                Ok(())
-            }
-            "stop" => {
-                let mut timeout = 10i64;
-                let mut ids = Vec::new();
-                let mut it = rest.iter();
-                while let Some(a) = it.next() {
-                    match a.as_str() {
-                        "--timeout" | "-t" => {
-                            let v = it
-                                .next()
-                                .ok_or_else(|| Fail(format!("{a} needs a value")))?;
-                            timeout = v.parse().map_err(|_| {
-                                Fail(format!("{a}: {v:?} is not a number of seconds"))
-                            })?;
-                        }
-                        id => ids.push(id.to_owned()),
-                    }
-                }
-                if ids.is_empty() {
-                    return Err(Fail("container stop needs at least one ID".into()));
-                }
-                for id in ids {
-                    m.call::<_, ()>("StopContainer", &(id.as_str(), timeout))
-                        .await?;
-                }
-                Ok(())
-            }
-            "update" => {
-                let Some((id, opts)) = rest.split_first() else {
-                    return Err(Fail("container update needs an ID".into()));
-                };
-                let mut r = Resources::default();
-                let mut it = opts.iter();
-                while let Some(a) = it.next() {
-                    let v = it
-                        .next()
-                        .ok_or_else(|| Fail(format!("{a} needs a value")))?;
-                    if !resource(&mut r, a, v)? {
-                        return Err(Fail(format!("container update: unknown option {a:?}")));
-                    }
-                }
-                m.call::<_, ()>("UpdateContainerResources", &(id.as_str(), r))
-                    .await
-            }
-            other => Err(Fail(format!(
-                "container: unknown verb {other:?} (create, start, stop, rm, update)"
-            ))),
+/// journalctl's matches for one object: `FIELD=ID`, or'ed (`+`) with each
+/// unit's own entries and systemd's about it (`_SYSTEMD_UNIT=U + UNIT=U`).
+fn journal_matches_of(field: &str, id: &str, units: &[&str]) -> Vec<String> {
+    let mut out = vec![format!("{field}={id}")];
+    for unit in units.iter().filter(|u| !u.is_empty()) {
+        for f in ["_SYSTEMD_UNIT", "UNIT"] {
+            out.push("+".into());
+            out.push(format!("{f}={unit}"));
         }
     }
+    out
+}
 
-    fn resource(r: &mut Resources, opt: &str, v: &str) -> Result<bool, Fail> {
-        let num = || {
-            v.parse::<u64>()
-                .map_err(|_| Fail(format!("{opt}: {v:?} is not a number")))
-        };
-        match opt {
-            "--memory" => r.memory_limit_in_bytes = num()?,
-            "--cpu-quota" => r.cpu_quota = num()?,
-            "--cpu-period" => r.cpu_period = num()?,
-            "--cpu-shares" => r.cpu_shares = num()?,
-            "--cpuset-cpus" => r.cpuset_cpus = v.to_owned(),
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-
-    async fn create(m: &Mutate<'_>, args: &[String]) -> Result<(), Fail> {
-        let (pod, name, image, rest) = match args {
-            [pod, name, image, rest @ ..] => (pod, name, image, rest),
-            _ => return Err(Fail("container create needs POD NAME IMAGE".into())),
-        };
-        let mut o = ContainerOptions::default();
-        let (mut security, mut resources) = (Security::default(), Resources::default());
-        let mut labels = BTreeMap::new();
-        let mut attempt = 0u32;
-        let mut start = false;
-        let mut it = rest.iter();
-        while let Some(a) = it.next() {
-            if a == "--" {
-                o.command = it.by_ref().cloned().collect();
-                break;
-            }
-            let mut val = || {
-                it.next()
-                    .cloned()
-                    .ok_or_else(|| Fail(format!("{a} needs a value")))
+/// journalctl's matches for a sandbox or container `id` (or unique
+/// prefix), as the daemon resolves it: podscoped's entries about it
+/// (SANDBOX_ID, CONTAINER_ID) and its units' (a sandbox: its scope and
+/// netns unit, and its containers' entries and units).
+async fn journal_matches(m: &Client, id: &str) -> Result<Vec<String>, Fail> {
+    let (sandbox, container) = tokio::join!(m.status(id), m.container_status(id));
+    let not_found = |e: &zbus::Error| classify(e).0 == ErrorKind::NotFound;
+    match (sandbox, container) {
+        (Ok(s), Err(e)) if not_found(&e) => {
+            let mut out = journal_matches_of("SANDBOX_ID", &s.id, &[&s.unit, &s.netns_unit]);
+            let filter = ContainerFilter {
+                pod_id: Some(s.id.clone()),
+                ..Default::default()
             };
-            match a.as_str() {
-                "--attempt" => {
-                    let v = val()?;
-                    attempt = v
-                        .parse()
-                        .map_err(|_| Fail(format!("{a}: {v:?} is not a number")))?;
-                }
-                "--env" | "-e" => o.envs.push(val()?),
-                "--workdir" | "-w" => o.working_dir = val()?,
-                "--label" => {
-                    let (k, v) = kv(&val()?, a)?;
-                    labels.insert(k, v);
-                }
-                "--mount" => {
-                    let v = val()?;
-                    let parts: Vec<&str> = v.split(':').collect();
-                    let (host, container, ro) = match parts.as_slice() {
-                        [h, c] => (*h, *c, false),
-                        [h, c, "ro"] => (*h, *c, true),
-                        _ => {
-                            return Err(Fail(format!("--mount: {v:?} is not HOST:CONTAINER[:ro]")))
-                        }
-                    };
-                    o.mounts.push(Mount {
-                        host_path: host.into(),
-                        container_path: container.into(),
-                        readonly: ro,
-                        propagation: Propagation::Private,
-                    });
-                }
-                "--user" | "-u" => {
-                    let v = val()?;
-                    match v.parse::<u32>() {
-                        Ok(uid) => security.run_as_user = Some(uid),
-                        Err(_) => security.run_as_username = v,
-                    }
-                }
-                "--privileged" => security.privileged = true,
-                "--read-only" => security.readonly_rootfs = true,
-                "--cap-add" => security.capabilities_add.push(val()?),
-                "--cap-drop" => security.capabilities_drop.push(val()?),
-                "--log-path" => o.log_path = val()?,
-                "--tty" | "-t" => o.tty = true,
-                "--stdin" | "-i" => o.stdin = true,
-                "--start" => start = true,
-                opt => {
-                    let v = val()?;
-                    if !resource(&mut resources, opt, &v)? {
-                        return Err(Fail(format!("container create: unknown option {opt:?}")));
-                    }
-                }
+            for c in m.list_containers(&filter).await? {
+                out.push("+".into());
+                out.extend(journal_matches_of("CONTAINER_ID", &c.id, &[&c.unit]));
             }
+            Ok(out)
         }
-        o.labels = labels;
-        o.security = security;
-        o.resources = resources;
-        if o.log_path.is_empty() {
-            // kubelet's layout; used only when the pod has a log directory.
-            o.log_path = format!("{name}/{attempt}.log");
+        (Err(e), Ok(c)) if not_found(&e) => {
+            Ok(journal_matches_of("CONTAINER_ID", &c.id, &[&c.unit]))
         }
-        let (id, _): (String, OwnedObjectPath) = m
-            .call(
-                "CreateContainer",
-                &(pod.as_str(), name.as_str(), attempt, image.as_str(), &o),
-            )
-            .await?;
-        if start {
-            if let Err(Fail(msg)) = m.call::<_, ()>("StartContainer", &(id.as_str(),)).await {
-                return Err(Fail(format!("created {id} but start failed: {msg}")));
-            }
+        (Ok(s), Ok(c)) => Err(Fail(format!(
+            "id prefix {id:?} is ambiguous: it matches sandbox {} and container {}",
+            s.id, c.id
+        ))),
+        (Err(s), Err(c)) if not_found(&s) && not_found(&c) => {
+            Err(Fail(format!("{}; {}", classify(&s).1, classify(&c).1)))
         }
-        println!("{id}");
-        Ok(())
+        (Err(e), _) | (_, Err(e)) => Err(e.into()),
+    }
+}
+
+/// `journal ID [OPTIONS...]`: exec journalctl with the matches, then the
+/// options as given.
+async fn journal(m: &Client, id: &str, options: &[String]) -> Result<(), Fail> {
+    use std::os::unix::process::CommandExt;
+    let matches = journal_matches(m, id).await?;
+    let e = std::process::Command::new("journalctl")
+        .args(&matches)
+        .args(options)
+        .exec();
+    Err(Fail(if e.kind() == std::io::ErrorKind::NotFound {
+        "journal: journalctl not found (it comes with systemd; is it installed and on PATH?)".into()
+    } else {
+        format!("journal: cannot run journalctl: {e}")
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_owned).collect()
     }
 
-    pub async fn ps(m: &Client, args: &[String]) -> Result<(), Fail> {
-        let mut filter = ContainerFilter::default();
-        let (mut all, mut quiet) = (false, false);
-        let mut labels = BTreeMap::new();
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            let mut val = || {
-                it.next()
-                    .cloned()
-                    .ok_or_else(|| Fail(format!("{a} needs a value")))
-            };
-            match a.as_str() {
-                "-a" | "--all" => all = true,
-                "-q" | "--quiet" => quiet = true,
-                "--pod" | "-p" => filter.pod_id = Some(val()?),
-                "--state" => {
-                    let v = val()?;
-                    filter.state =
-                        Some(ContainerState::parse(&v).map_err(|e| Fail(e.to_string()))?);
-                }
-                "--label" => {
-                    let (k, v) = kv(&val()?, a)?;
-                    labels.insert(k, v);
-                }
-                other => return Err(Fail(format!("ps: unknown option {other:?}"))),
-            }
-        }
-        if filter.state.is_none() && !all {
-            filter.state = Some(ContainerState::Running);
-        }
-        if !labels.is_empty() {
-            filter.labels = Some(labels);
-        }
-        let mut list = m.list_containers(&filter).await?;
-        list.sort_by_key(|c| c.created_at);
-        if quiet {
-            for c in &list {
-                println!("{}", c.id);
-            }
-            return Ok(());
-        }
-        if list.is_empty() {
-            println!("No containers.");
-            return Ok(());
-        }
-        let mut rows = vec![[
-            "CONTAINER",
-            "IMAGE",
-            "CREATED",
-            "STATE",
-            "NAME",
-            "ATTEMPT",
-            "POD",
-        ]
-        .map(String::from)
-        .to_vec()];
-        for c in &list {
-            rows.push(vec![
-                c.id.chars().take(12).collect(),
-                c.image.clone(),
-                fmt_time(c.created_at),
-                c.state.as_str().to_owned(),
-                c.name.clone(),
-                c.attempt.to_string(),
-                c.pod_id.chars().take(12).collect(),
-            ]);
-        }
-        table(&rows);
-        Ok(())
-    }
-
-    pub async fn inspect(m: &Client, id: &str) -> Result<(), Fail> {
-        let (_, d) = m.container_status_with_dict(id).await?;
-        let doc = podscope::cri::convert::dict_json(&d);
-        println!("{doc}");
-        Ok(())
-    }
-
-    /// `-i`, `-t` (or `-it`), in any order, then the rest.
-    fn stream_flags(mut args: &[String]) -> (bool, bool, &[String]) {
-        let (mut stdin, mut tty) = (false, false);
-        while let [flag, tail @ ..] = args {
-            match flag.as_str() {
-                "-i" | "--interactive" => stdin = true,
-                "-t" | "--tty" => tty = true,
-                "-it" | "-ti" => (stdin, tty) = (true, true),
-                _ => break,
-            }
-            args = tail;
-        }
-        (stdin, tty, args)
-    }
-
-    fn session_end(r: Result<podscope::terminal::End, String>) -> Result<i32, Fail> {
-        match r.map_err(Fail)? {
-            podscope::terminal::End::Exited(code) => Ok(code),
-            podscope::terminal::End::Detached => {
-                eprintln!("\r\npodscopectl: detached");
-                Ok(0)
-            }
+    fn action(line: &str) -> Result<Action, String> {
+        match read_line(&args(line)) {
+            Ok(Line::Run { action, .. }) => Ok(*action),
+            Ok(Line::Version) => Err("version".into()),
+            Ok(Line::Usage(code)) => Err(format!("usage {code}")),
+            Err(Fail(msg)) => Err(msg),
         }
     }
 
-    pub async fn attach(m: &Client, args: &[String]) -> Result<i32, Fail> {
-        let (stdin, _, rest) = stream_flags(args);
-        let [id] = rest else {
-            return Err(Fail("attach takes [-i] ID".into()));
-        };
-        let s = m.container_status(id).await?;
-        let stdin = stdin && s.stdin;
-        // A terminal container's terminal is joined on ours.
-        // SAFETY: isatty on stdin.
-        let tty = s.tty && stdin && unsafe { libc::isatty(0) } == 1;
-        session_end(podscope::terminal::session(m, &s.id, None, stdin, tty).await)
+    /// Operands that let `cmd`'s arguments through `prepare`.
+    fn sample_operands(cmd: Cmd) -> &'static str {
+        match cmd {
+            Cmd::Podscopectl | Cmd::Container => "",
+            Cmd::Help | Cmd::List | Cmd::Info | Cmd::Imagefsinfo | Cmd::Ps => "",
+            Cmd::Status | Cmd::Start | Cmd::Stop | Cmd::Rm | Cmd::Wait | Cmd::Update => "3fa1",
+            Cmd::Inspect | Cmd::Logs | Cmd::Attach => "3fa1",
+            Cmd::ContainerStart | Cmd::ContainerStop | Cmd::ContainerRm => "3fa1",
+            Cmd::ContainerUpdate => "3fa1",
+            Cmd::Create => "web",
+            Cmd::Pull | Cmd::Images | Cmd::Inspecti | Cmd::Rmi => "busybox",
+            Cmd::ContainerCreate => "3fa1 web busybox -- true",
+            Cmd::Exec => "3fa1 true",
+            Cmd::Journal => "3fa1 -f",
+        }
     }
 
-    pub async fn exec(m: &Client, args: &[String]) -> Result<i32, Fail> {
-        let (stdin, tty, args) = stream_flags(args);
-        let mut timeout_ms = 0u64;
-        let mut rest = args;
-        if let [flag, v, tail @ ..] = args {
-            if flag == "--timeout" {
-                timeout_ms = v
-                    .parse::<u64>()
-                    .map_err(|_| Fail(format!("--timeout: {v:?} is not a number of seconds")))?
-                    * 1000;
-                rest = tail;
-            }
+    /// A value each flag takes, by the name the table gives it.
+    fn sample_value(what: &str) -> &'static str {
+        match what {
+            "BYTES" | "USEC" | "N" | "SECONDS" => "1",
+            "K=V" => "k=v",
+            "STATE" => "created",
+            "pod|container|node" => "pod",
+            "HOST:CONTAINER[/PROTO]" => "8080:80/tcp",
+            "HOST:CONTAINER[:ro]" => "/srv:/srv:ro",
+            _ => "x",
         }
-        if stdin || tty {
-            let [id, cmd @ ..] = rest else {
-                return Err(Fail("exec needs an ID and a command".into()));
-            };
-            let cmd: Vec<String> = cmd.iter().skip_while(|a| *a == "--").cloned().collect();
-            if cmd.is_empty() {
-                return Err(Fail("exec needs a command".into()));
-            }
-            if timeout_ms != 0 {
-                return Err(Fail("--timeout is for exec without -i or -t".into()));
-            }
-            return session_end(podscope::terminal::session(m, id, Some(&cmd), stdin, tty).await);
-        }
-        let [id, cmd @ ..] = rest else {
-            return Err(Fail("exec needs an ID and a command".into()));
-        };
-        let cmd: Vec<String> = cmd.iter().skip_while(|a| *a == "--").cloned().collect();
-        if cmd.is_empty() {
-            return Err(Fail("exec needs a command".into()));
-        }
-        let r = m.exec_sync(id, &cmd, timeout_ms).await?;
-        std::io::stdout().write_all(&r.stdout).ok();
-        std::io::stderr().write_all(&r.stderr).ok();
-        Ok(r.exit_code)
     }
 
-    /// One CRI log record's text, and whether it ends its line.
-    fn record(line: &str) -> Option<(&str, bool)> {
-        let mut p = line.splitn(4, ' ');
-        let (_ts, _stream, tag) = (p.next()?, p.next()?, p.next()?);
-        Some((p.next().unwrap_or(""), tag == "F"))
-    }
-
-    pub async fn logs(m: &Client, args: &[String]) -> Result<(), Fail> {
-        let (follow, id) = match args {
-            [f, id] if f == "-f" || f == "--follow" => (true, id),
-            [id] => (false, id),
-            _ => return Err(Fail("logs takes [-f] ID".into())),
-        };
-        let s = m.container_status(id).await?;
-        if s.log_path.is_empty() {
-            return Err(Fail(format!(
-                "container {} has no log file (its pod was created without a log directory)",
-                s.id
-            )));
-        }
-        let mut out = std::io::stdout().lock();
-        let mut pos = 0u64;
-        let mut ino = 0u64;
-        let mut partial = String::new();
-        // The daemon records an exit only once it has read the pipes dry,
-        // so a pass after that sees the file's last line.
-        let mut last_pass = !follow;
-        loop {
-            use std::io::{BufRead, Seek};
-            use std::os::unix::fs::MetadataExt;
-            let f = std::fs::File::open(&s.log_path)
-                .map_err(|e| Fail(format!("{}: {e}", s.log_path)))?;
-            let meta = f.metadata().map_err(|e| Fail(e.to_string()))?;
-            if meta.ino() != ino {
-                // Rotated (or first open): a new file from its start.
-                ino = meta.ino();
-                pos = 0;
-            }
-            let mut r = std::io::BufReader::new(f);
-            r.seek(std::io::SeekFrom::Start(pos))
-                .map_err(|e| Fail(e.to_string()))?;
-            let mut line = String::new();
-            while r.read_line(&mut line).map_err(|e| Fail(e.to_string()))? > 0 {
-                if !line.ends_with('\n') {
-                    break;
-                }
-                pos += line.len() as u64;
-                if let Some((text, full)) = record(line.trim_end_matches('\n')) {
-                    partial.push_str(text);
-                    if full {
-                        let _ = writeln!(out, "{partial}");
-                        partial.clear();
-                    }
-                }
-                line.clear();
-            }
-            let _ = out.flush();
-            if last_pass {
-                return Ok(());
-            }
-            let st = m.container_status(id).await?;
-            if st.state != ContainerState::Running && st.state != ContainerState::Created {
-                last_pass = true;
+    /// Every spelling of every flag in the table, given to its command,
+    /// is taken by the command's handler: none falls to a catch-all or is
+    /// left unlooked at.
+    #[test]
+    fn every_flag_in_the_table_is_handled() {
+        for (path, cmd) in ROOT.walk() {
+            if !cmd.subcommands.is_empty() {
                 continue;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            let mut lines = vec![String::new()];
+            for f in cmd.flags {
+                for name in f.names {
+                    lines.push(match f.value {
+                        Some(what) => format!("{name} {}", sample_value(what)),
+                        None => (*name).to_owned(),
+                    });
+                }
+            }
+            for flags in lines {
+                let line = format!("{path} {flags} {}", sample_operands(cmd.cmd));
+                if let Err(Fail(e)) = read_line(&args(&line)) {
+                    panic!("`podscopectl {line}`: {e}");
+                }
+            }
         }
+        for line in [
+            "--no-ask-password list",
+            "-V",
+            "--version",
+            "-h",
+            "--help",
+            "help",
+        ] {
+            assert!(read_line(&args(line)).is_ok(), "{line}");
+        }
+    }
+
+    #[test]
+    fn the_command_line_without_the_bus() {
+        assert!(matches!(read_line(&[]), Ok(Line::Usage(2))));
+        for (line, want) in [
+            ("--no-ask-password", "usage 2"),
+            ("--help", "usage 0"),
+            ("-h", "usage 0"),
+            ("help", "usage 0"),
+            ("help list", "usage 0"),
+            ("--no-ask-password -V", "version"),
+            ("-x", "unknown option \"-x\""),
+            ("list -x", "list: unknown option \"-x\""),
+            ("list extra", "list: unexpected argument \"extra\""),
+            ("status", "status takes one ID"),
+            ("start", "start needs at least one ID"),
+            ("remove", "remove needs at least one ID"),
+            ("update", "update needs an ID"),
+            (
+                "update 3fa1 --pids-limit x",
+                "--pids-limit: \"x\" is not a number",
+            ),
+            (
+                "container",
+                "container needs a verb: create, start, stop, rm or update",
+            ),
+            (
+                "container bogus",
+                "container: unknown verb \"bogus\" (create, start, stop, rm, update)",
+            ),
+            (
+                "container create a b",
+                "container create needs POD NAME IMAGE",
+            ),
+            (
+                "container stop -t x 3fa1",
+                "-t: \"x\" is not a number of seconds",
+            ),
+            ("container remove", "container remove needs at least one ID"),
+            (
+                "container create p n i --tty=1",
+                "container create: --tty takes no value",
+            ),
+            ("logs -i 3fa1", "logs: unknown option \"-i\""),
+            ("exec 3fa1", "exec needs a command"),
+            ("exec", "exec needs an ID and a command"),
+            (
+                "exec -i --timeout 3 3fa1 sh",
+                "--timeout is for exec without -i or -t",
+            ),
+            ("journal", "journal needs an ID (then journalctl's options)"),
+            ("journal -f 3fa1", "journal: unknown option \"-f\""),
+        ] {
+            match action(line) {
+                Err(e) => assert!(e.starts_with(want), "`{line}`: {e:?}, not {want:?}"),
+                Ok(a) => panic!("`{line}`: {a:?}, not {want:?}"),
+            }
+        }
+        assert!(action("bogus")
+            .unwrap_err()
+            .starts_with("unknown command \"bogus\"\nusage:"));
+    }
+
+    #[test]
+    fn journal_matches_or_the_units_in() {
+        assert_eq!(
+            journal_matches_of("SANDBOX_ID", "ab", &["podscope-ab.scope", ""]),
+            [
+                "SANDBOX_ID=ab",
+                "+",
+                "_SYSTEMD_UNIT=podscope-ab.scope",
+                "+",
+                "UNIT=podscope-ab.scope"
+            ]
+        );
+        assert_eq!(
+            journal_matches_of("CONTAINER_ID", "cd", &[]),
+            ["CONTAINER_ID=cd"]
+        );
+    }
+
+    #[test]
+    fn actions_as_read() {
+        let a = |line: &str| format!("{:?}", action(line).unwrap());
+        assert_eq!(a("remove ab cd"), a("rm ab cd"));
+        assert!(a("rm ab").contains("\"Remove\""));
+        assert!(a("container remove ab").contains("RemoveContainer"));
+        assert_eq!(
+            a("container stop -t 5 ab"),
+            a("container stop ab --timeout=5")
+        );
+        assert_eq!(a("exec -it ab sh -c x"), a("exec -t -i ab -- sh -c x"));
+        assert!(a("exec ab -- sh -c -i").contains("[\"sh\", \"-c\", \"-i\"]"));
+        assert!(a("journal 3fa1 -o json -n 50").contains("[\"-o\", \"json\", \"-n\", \"50\"]"));
+        assert_eq!(a("ps -aq"), a("ps --all --quiet"));
+        assert!(a("ps").contains("Running"));
+        let c = a("container create p n img -e A=1 -w /w -u 7 -it --start -- sh -c true");
+        for want in [
+            "A=1",
+            "\"/w\"",
+            "Some(7)",
+            "tty: true",
+            "stdin: true",
+            "start: true",
+        ] {
+            assert!(c.contains(want), "{want} in {c}");
+        }
+        assert!(c.contains("[\"sh\", \"-c\", \"true\"]"), "{c}");
+        let Ok(Line::Run { ask_password, .. }) = read_line(&args("--no-ask-password list")) else {
+            panic!("list");
+        };
+        assert!(!ask_password);
     }
 }

@@ -1,7 +1,8 @@
 //! podscopectl and the journal, as an operator reads them.
 
 use crate::common::*;
-use std::time::Duration;
+use crate::containers::{pull_busybox, BUSYBOX};
+use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn readiness_status_line_and_journal_fields() {
@@ -137,4 +138,174 @@ fn podscopectl_version_and_usage_need_no_bus() {
     let (rc, _, err) = sh_out(&format!("env {nowhere} podscopectl list"));
     assert_eq!(rc, 1);
     assert!(err.contains("system bus"), "{err}");
+}
+
+/// One of `podscopectl info`'s recovery counts: the number after `title`
+/// and the indented records below it.
+fn info_count(out: &str, title: &str) -> (usize, Vec<String>) {
+    let mut lines = out.lines().skip_while(|l| !l.starts_with(title));
+    let head = lines
+        .next()
+        .unwrap_or_else(|| panic!("no {title:?} line: {out}"));
+    let n = head[title.len()..]
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{head:?}: no count"));
+    let records = lines
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| l.trim().to_owned())
+        .collect();
+    (n, records)
+}
+
+/// `podscopectl info` shows what recovery found (RuntimeStatus'
+/// quarantined, orphans_stopped, network_teardowns_owed): a corrupt
+/// checkpoint's record, and on the next start counts of 0, printed all the
+/// same.
+#[tokio::test(flavor = "multi_thread")]
+async fn podscopectl_info_shows_what_recovery_found() {
+    let _back = DaemonBack;
+    let (m, _) = manager().await;
+    let (bad, _) = m
+        .create(&pod(&uniq("info-q")), &CreateOptions::default())
+        .await
+        .unwrap();
+    daemon("stop");
+    let ck = format!("/var/lib/podscope/sandboxes/{bad}/checkpoint");
+    let mut bytes = std::fs::read(&ck).unwrap();
+    let n = bytes.len();
+    bytes[n - 5] ^= 0x20;
+    std::fs::write(&ck, bytes).unwrap();
+    daemon("start");
+
+    let (m, _) = manager().await;
+    let (_, info, _) = m.runtime_status().await.unwrap();
+    let out = sh("podscopectl info");
+    let (n, records) = info_count(&out, "Quarantined at start:");
+    assert_eq!((n, records.len()), (info.quarantined.len(), n), "{out}");
+    for q in &info.quarantined {
+        let line = format!("{} -> {}: {}", q.dir, q.moved_to, q.reason);
+        assert!(records.contains(&line), "{line:?} in {out}");
+    }
+    assert!(
+        records
+            .iter()
+            .any(|r| r.starts_with(&format!("{bad} -> ")) && r.contains("sha256 mismatch")),
+        "{out}"
+    );
+    let (n, records) = info_count(&out, "Orphans stopped at start:");
+    assert_eq!(
+        (n, &records),
+        (info.orphans_stopped.len(), &info.orphans_stopped),
+        "{out}"
+    );
+    // Owed teardowns change as retries run: a count, not a record.
+    info_count(&out, "Network teardowns owed:");
+
+    // Nothing left to find: the counts say 0.
+    daemon("restart");
+    let _answers = manager().await;
+    let out = sh("podscopectl info");
+    assert_eq!(
+        info_count(&out, "Quarantined at start:"),
+        (0, vec![]),
+        "{out}"
+    );
+    assert_eq!(
+        info_count(&out, "Orphans stopped at start:"),
+        (0, vec![]),
+        "{out}"
+    );
+    info_count(&out, "Network teardowns owed:");
+    // Looked at: the next start cleans up what the record left.
+    sh(&format!("rm -rf /var/lib/podscope/quarantine/{bad}.*"));
+    daemon("restart");
+}
+
+/// `podscopectl journal PREFIX -o json` until an entry `want` accepts
+/// comes (journald may take a moment); every entry, parsed.
+fn journal_until(
+    prefix: &str,
+    want: impl Fn(&serde_json::Value) -> bool,
+) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (rc, out, err) = sh_out(&format!("podscopectl journal {prefix} -o json --no-pager"));
+        let entries: Vec<serde_json::Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        if rc == 0 && entries.iter().any(&want) {
+            return entries;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "podscopectl journal {prefix}: exit {rc}: {err}{out}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `podscopectl journal ID [OPTIONS]`: a pod's or a container's journal by
+/// a 12-digit prefix, journalctl's options passed on; an unknown prefix is
+/// the daemon's error.
+#[tokio::test(flavor = "multi_thread")]
+async fn podscopectl_journal_reads_a_pods_and_a_containers_entries() {
+    let _cleanup = Cleanup::new();
+    let (m, _) = manager().await;
+    let id = sh(&format!("podscopectl create {} --start", uniq("jrnl")))
+        .trim()
+        .to_owned();
+    assert_eq!(id.len(), 64, "{id:?}");
+    let created = podscope::logging::event::CREATED;
+    let entries = journal_until(&id[..12], |e| {
+        e["EVENT"] == created && e["SANDBOX_ID"] == id.as_str()
+    });
+    // Only the pod's: podscoped's entries about it, or its units'.
+    let units = [
+        format!("podscope-{id}.scope"),
+        format!("podscope-netns@{id}.service"),
+    ];
+    for e in &entries {
+        let its = e["SANDBOX_ID"] == id.as_str()
+            || units
+                .iter()
+                .any(|u| e["_SYSTEMD_UNIT"] == u.as_str() || e["UNIT"] == u.as_str());
+        assert!(its, "not {id}'s: {e}");
+    }
+    let cat = sh(&format!(
+        "podscopectl journal {} -o cat --no-pager",
+        &id[..12]
+    ));
+    assert!(cat.contains(&format!("sandbox {id} created")), "{cat}");
+
+    // A container, by its prefix.
+    pull_busybox(&m).await;
+    let ctr = sh(&format!(
+        "podscopectl container create {id} j {BUSYBOX} --start -- true"
+    ))
+    .trim()
+    .to_owned();
+    let ctr_created = podscope::logging::event::CONTAINER_CREATED;
+    let unit = format!("podscope-ctr-{ctr}.service");
+    let entries = journal_until(&ctr[..12], |e| {
+        e["EVENT"] == ctr_created && e["CONTAINER_ID"] == ctr.as_str()
+    });
+    for e in &entries {
+        let its = e["CONTAINER_ID"] == ctr.as_str()
+            || e["_SYSTEMD_UNIT"] == unit.as_str()
+            || e["UNIT"] == unit.as_str();
+        assert!(its, "not {ctr}'s: {e}");
+    }
+    // The pod's journal has its containers' entries.
+    journal_until(&id[..12], |e| e["CONTAINER_ID"] == ctr.as_str());
+
+    let (rc, _, err) = sh_out("podscopectl journal ffffffffffff --no-pager");
+    assert_eq!(rc, 1, "{err}");
+    assert!(
+        err.contains("no sandbox with id ffffffffffff")
+            && err.contains("no container with id ffffffffffff"),
+        "{err}"
+    );
+    sh(&format!("podscopectl rm {id}"));
 }
