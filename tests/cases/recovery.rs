@@ -206,7 +206,7 @@ async fn corrupt_checkpoints_are_quarantined_and_the_rest_recovered() {
         }
         assert!(std::path::Path::new(&attachment_path(&bad)).exists());
         daemon("restart");
-        manager().await;
+        let _ = manager().await;
     }
     // Once the operator has removed it, the next start cleans up.
     sh(&format!("rm -rf /var/lib/podscope/quarantine/{bad}.*"));

@@ -55,7 +55,7 @@ expect "the CRI socket exists" test -S /run/podscope/cri.sock
 expect "the config is a conffile" grep -qx /etc/podscope/podscope.toml /var/lib/dpkg/info/podscope.conffiles
 expect "man podscoped(8) installed" test -f /usr/share/man/man8/podscoped.8.gz
 expect "bash completion installed" test -f /usr/share/bash-completion/completions/podscopectl
-expect "the operations guide installed" test -f /usr/share/doc/podscope/OPERATIONS.md
+expect "the operations guide installed" test -f /usr/share/doc/podscope/OPERATIONS.md.gz
 
 step "systemd-analyze verify, every unit"
 for u in "${UNITS[@]}"; do
@@ -65,6 +65,21 @@ for u in "${UNITS[@]}"; do
     # verify also reports on units these pull in; none of ours may appear.
     if grep -q podscope <<<"$out"; then fail "systemd-analyze verify $target: $out"; fi
     ok "systemd-analyze verify $target"
+done
+
+step "the documents give the hardening scores systemd-analyze measures"
+doc() { echo "/usr/share/doc/podscope/$1.gz"; }
+for u in podscoped.service podscope-cri.service podscope-netns@.service; do
+    target=$u
+    [[ $u == podscope-netns@.service ]] && target=podscope-netns@0.service
+    score=$(systemd-analyze security --no-pager "$target" 2>/dev/null |
+        sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\) .*/\1/p')
+    [[ -n $score ]] || fail "systemd-analyze security $target gave no score"
+    expect "PACKAGING.md gives $u's $score" zgrep -qF "| \`$u\` | **$score " "$(doc PACKAGING.md)"
+    [[ $u == podscope-netns@.service ]] && continue
+    for d in README.md ARCHITECTURE.md; do
+        expect "$d gives $u's $score" zgrep -qF "${u%.service} $score" "$(doc $d)"
+    done
 done
 
 step "the first D-Bus call activates podscoped"
