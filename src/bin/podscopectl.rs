@@ -65,6 +65,7 @@ Commands:
   inspecti IMAGE                          one image as JSON (id, tag, digest)
   rmi IMAGE...                            remove images (id, prefix, tag, digest)
   imagefsinfo                             the image store's disk use
+  help                                    this usage (also -h, --help)
 
 Containers (crictl's names where they name nothing else here):
   container create POD NAME IMAGE [OPTIONS] [-- COMMAND ARGS...]

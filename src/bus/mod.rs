@@ -294,6 +294,7 @@ impl Service {
     pub async fn runtime_status(&self) -> (Vec<Condition>, RuntimeInfo) {
         let lc = &self.pods;
         let rec = lc.recovery_report();
+        let ctr_rec = self.containers.recovery_report();
         let platform = crate::domain::platform::host();
         let condition = |kind: &str, status: bool, reason: &str, message: String| Condition {
             kind: kind.to_owned(),
@@ -352,16 +353,24 @@ impl Service {
             ready: lc.count_in(State::Ready) as u32,
             recovered: rec.recovered as u32,
             recovery_usec: rec.duration_usec,
+            // The pods' and the containers' (one quarantine/, ids that
+            // never collide).
             quarantined: rec
                 .quarantined
                 .iter()
+                .chain(&ctr_rec.quarantined)
                 .map(|q| Quarantined {
                     dir: q.dir.clone(),
                     moved_to: q.moved_to.display().to_string(),
                     reason: q.reason.clone(),
                 })
                 .collect(),
-            orphans_stopped: rec.orphans_stopped.clone(),
+            orphans_stopped: rec
+                .orphans_stopped
+                .iter()
+                .chain(&ctr_rec.orphans_stopped)
+                .cloned()
+                .collect(),
             network_teardowns_owed: lc.attachments_owed() as u32,
             state_dir: lc.settings.state_dir.display().to_string(),
             runtime_handlers: lc.settings.runtimes.keys().cloned().collect(),

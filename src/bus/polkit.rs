@@ -226,7 +226,13 @@ mod tests {
     /// the policy declares exactly the actions the code asks about.
     #[test]
     fn every_action_verb_and_detail_is_documented() {
-        let quoted = |s: &str| PACKAGING.contains(&format!("`{s}`"));
+        // In the Authorization section: `name` or `Start` elsewhere on the
+        // page says nothing about polkit.
+        let section = PACKAGING
+            .split_once("\n## Authorization\n")
+            .map(|(_, s)| s.split("\n## ").next().unwrap_or(s))
+            .expect("docs/PACKAGING.md has a ## Authorization section");
+        let quoted = |s: &str| section.contains(&format!("`{s}`"));
         let mut missing: Vec<String> = ACTIONS
             .iter()
             .filter(|a| !quoted(a))
@@ -246,7 +252,7 @@ mod tests {
         );
         assert!(
             missing.is_empty(),
-            "docs/PACKAGING.md lacks (in `backquotes`): {}",
+            "docs/PACKAGING.md's Authorization section lacks (in `backquotes`): {}",
             missing.join(", ")
         );
         let declared: Vec<&str> = POLICY

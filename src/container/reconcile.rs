@@ -97,14 +97,16 @@ impl<S: SystemdClient + Clone> Containers<S> {
         }
         // Units of containers no record names: what a Create cut short
         // before its checkpoint could not have made, so someone else's, or
-        // a record lost. Stopped; their runtime state goes with them.
+        // a record lost. Stopped; their runtime state goes with them. A
+        // record in quarantine/ (now or from an earlier start) is damaged,
+        // not lost: its unit runs on until an operator removes it there.
+        let mut held = self.store.quarantined_names();
+        held.extend(report.quarantined.iter().map(|q| q.dir.clone()));
         for (unit, _) in units {
             let Some(id) = id_from_container_unit(&unit) else {
                 continue;
             };
-            if self.registry.get(&id).is_some()
-                || report.quarantined.iter().any(|q| q.dir == id.as_str())
-            {
+            if self.registry.get(&id).is_some() || held.contains(id.as_str()) {
                 continue;
             }
             let _ = self

@@ -39,11 +39,13 @@ impl<S: SystemdClient> Pods<S> {
     pub async fn recover(&self) -> Result<RecoveryReport> {
         let t0 = Instant::now();
         let recovered = self.store.recover()?;
-        // A record in quarantine/ (this start's or an earlier one's) is
-        // damaged, not gone: its units are left running and its network
-        // attachment is held, not paid (the DEL would stop the netns unit,
-        // and the scope bound to it), until an operator removes it.
-        let held = self.store.quarantined_names();
+        // A record in quarantine/ (this start's or an earlier one's, or one
+        // this start could not move there) is damaged, not gone: its units
+        // are left running and its network attachment is held, not paid
+        // (the DEL would stop the netns unit, and the scope bound to it),
+        // until an operator removes it.
+        let mut held = self.store.quarantined_names();
+        held.extend(recovered.quarantined.iter().map(|q| q.dir.clone()));
         *self.recovered_attachments.lock().unwrap() = self
             .attachments
             .ids()?
@@ -118,6 +120,45 @@ impl<S: SystemdClient> Pods<S> {
             self.stop_orphans(&netns_units, &known_netns, &held, id_from_netns_unit)
                 .await,
         );
+        // What else a pod whose record is gone leaves (one quarantined
+        // before, since removed from quarantine/ by an operator): its own
+        // slice, and its files under run_dir. A held pod keeps both.
+        let known_ids: std::collections::HashSet<&str> = known
+            .iter()
+            .filter_map(|u| u.strip_prefix("podscope-")?.strip_suffix(".scope"))
+            .collect();
+        let gone = |id: &str| !known_ids.contains(id) && !held.contains(id);
+        let slices = self.systemd.list_units("podscope-*.slice").await?;
+        for (unit, state) in &slices {
+            let Some(id) = unit
+                .strip_prefix("podscope-")
+                .and_then(|s| s.strip_suffix(".slice"))
+                .and_then(|s| SandboxId::parse(s).ok())
+            else {
+                continue;
+            };
+            if is_active(state) && gone(id.as_str()) {
+                warn!(sandbox_id = %id, unit = %unit, "{unit} has no sandbox record: stopping it");
+                self.recovery_stop(&id, unit).await;
+                orphans.push(unit.clone());
+            }
+        }
+        let files = std::fs::read_dir(self.settings.run_dir.join("sandboxes"));
+        for name in files.into_iter().flatten().flatten() {
+            let Some(id) = name
+                .file_name()
+                .to_str()
+                .and_then(|s| SandboxId::parse(s).ok())
+            else {
+                continue;
+            };
+            if gone(id.as_str()) {
+                warn!(sandbox_id = %id, "sandbox {id}: its files have no record: removing them");
+                if let Err(e) = files::remove(&self.settings.run_dir, &id) {
+                    warn!(sandbox_id = %id, "sandbox {id}: {e}");
+                }
+            }
+        }
         report.orphans_stopped = orphans;
         report.duration_usec = t0.elapsed().as_micros() as u64;
         info!(

@@ -220,6 +220,11 @@ async fn podscopectl_info_shows_what_recovery_found() {
     // Looked at: the next start cleans up what the record left.
     sh(&format!("rm -rf /var/lib/podscope/quarantine/{bad}.*"));
     daemon("restart");
+    let _answers = manager().await;
+    wait_until(Duration::from_secs(10), || {
+        !std::path::Path::new(&format!("/run/podscope/sandboxes/{bad}")).exists()
+            && !std::path::Path::new(&attachment_path(&bad)).exists()
+    });
 }
 
 /// `podscopectl journal PREFIX -o json` until an entry `want` accepts

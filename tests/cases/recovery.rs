@@ -199,8 +199,17 @@ async fn corrupt_checkpoints_are_quarantined_and_the_rest_recovered() {
         format!("podscope-netns@{bad}.service"),
     ];
     let active = |u: &str| sh_status(&format!("systemctl is-active --quiet {u}")) == 0;
+    // Checked once the start's network reconciliation (which paid such a
+    // DEL before) has run.
+    let reconciled = || {
+        let pid = sh("systemctl show -p MainPID --value podscoped");
+        wait_until(Duration::from_secs(30), || {
+            sh(&format!("journalctl _PID={} -o cat --no-pager", pid.trim()))
+                .contains("network reconciliation done")
+        });
+    };
     for _ in 0..2 {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        reconciled();
         for u in &units {
             assert!(active(u), "{u} of the quarantined pod stopped");
         }
@@ -208,14 +217,21 @@ async fn corrupt_checkpoints_are_quarantined_and_the_rest_recovered() {
         daemon("restart");
         let _ = manager().await;
     }
-    // Once the operator has removed it, the next start cleans up.
-    sh(&format!("rm -rf /var/lib/podscope/quarantine/{bad}.*"));
+    // Once the operator has removed them, the next start cleans up: units,
+    // slice, network attachment, pod files.
+    sh(&format!(
+        "rm -rf /var/lib/podscope/quarantine/{bad}.* /var/lib/podscope/quarantine/{trunc}.*"
+    ));
     daemon("restart");
     let (m, _) = manager().await;
+    let gone = |p: String| !std::path::Path::new(&p).exists();
     wait_until(Duration::from_secs(10), || {
-        units.iter().all(|u| !active(u)) && !std::path::Path::new(&attachment_path(&bad)).exists()
+        units.iter().all(|u| !active(u))
+            && !active(&format!("podscope-{bad}.slice"))
+            && gone(attachment_path(&bad))
+            && gone(format!("/run/podscope/sandboxes/{bad}"))
+            && gone(format!("/run/podscope/sandboxes/{trunc}"))
     });
-    sh(&format!("rm -rf /var/lib/podscope/quarantine/{trunc}.*"));
     m.remove(&good).await.unwrap();
 }
 

@@ -358,8 +358,9 @@ pub fn exec_args(p: &Parsed) -> Result<ExecArgs, Fail> {
                 let (a, v) = (g.name(), g.value());
                 timeout_ms = v
                     .parse::<u64>()
-                    .map_err(|_| Fail(format!("{a}: {v:?} is not a number of seconds")))?
-                    * 1000;
+                    .ok()
+                    .and_then(|s| s.checked_mul(1000))
+                    .ok_or_else(|| Fail(format!("{a}: {v:?} is not a number of seconds")))?;
             }
             _ => return Err(g.unhandled(p)),
         }

@@ -153,6 +153,41 @@ fn long_options(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The command an entry starts with, a position per word, each with its
+/// alternatives: "rm | remove ID..." is [[rm, remove]], "container
+/// rm|remove ID..." [[container], [rm, remove]], "list [--state" [[list]].
+fn lead(entry: &str) -> Vec<Vec<String>> {
+    let entry = entry.replace('"', " ");
+    let entry = entry.split_whitespace().collect::<Vec<_>>().join(" ");
+    let entry = entry.replace(" | ", "|");
+    let mut out = Vec::new();
+    for w in entry.split_whitespace() {
+        let alts: Vec<&str> = w.split('|').collect();
+        if !alts
+            .iter()
+            .all(|a| !a.is_empty() && a.chars().all(|c| c.is_ascii_lowercase()))
+        {
+            break;
+        }
+        out.push(alts.into_iter().map(str::to_owned).collect());
+    }
+    out
+}
+
+/// Whether an entry starting with `lead` is the command `path`, or for a
+/// group (`container`), one of its verbs.
+fn leads_with(lead: &[Vec<String>], path: &[String]) -> bool {
+    let group = ROOT
+        .find(&path[0])
+        .is_some_and(|c| path.len() == 1 && !c.subcommands.is_empty());
+    let len_ok = if group {
+        lead.len() >= path.len()
+    } else {
+        lead.len() == path.len()
+    };
+    len_ok && lead.iter().zip(path).all(|(alts, w)| alts.contains(w))
+}
+
 /// The lines after each `.TP`: the entries' tags.
 fn man_tags(man: &str) -> Vec<&str> {
     let lines: Vec<&str> = man.lines().collect();
@@ -322,7 +357,13 @@ fn the_man_page_has_every_command_alias_and_flag() {
     assert_complete(&Doc {
         name: "podscopectl(1) (man/podscopectl.1)",
         text: &man,
-        has_command: &|c| tags.iter().any(|t| c.iter().all(|w| has_word(t, w))),
+        // A tag, after its macro, names the command first.
+        has_command: &|c| {
+            tags.iter().any(|t| {
+                let body = t.split_once(' ').map_or("", |(_, b)| b);
+                leads_with(&lead(body), c)
+            })
+        },
         section: &|p| man_section(&man, p),
         has_flag: &has_word,
     });
@@ -334,7 +375,15 @@ fn the_usage_has_every_command_alias_and_flag() {
     assert_complete(&Doc {
         name: "the usage (USAGE in src/bin/podscopectl.rs)",
         text: USAGE,
-        has_command: &|c| USAGE.lines().any(|l| c.iter().all(|w| has_word(l, w))),
+        // A command's line (indented two) names one or more commands,
+        // each first in its column ("start ID...    stop ID...").
+        has_command: &|c| {
+            USAGE
+                .lines()
+                .filter(|l| indent(l) == 2)
+                .flat_map(|l| l.split("   "))
+                .any(|col| leads_with(&lead(col), c))
+        },
         section: &usage_section,
         has_flag: &has_word,
     });
@@ -390,9 +439,16 @@ fn the_zsh_completion_has_every_command_alias_and_flag() {
     assert_complete(&Doc {
         name: "the zsh completion (completions/_podscopectl)",
         text: ZSH,
+        // Top level: the `commands=(...)` list; a verb: its group's arm.
         has_command: &|c| {
-            let text = shell_section(ZSH, &c[..c.len() - 1]).unwrap_or_default();
-            text.contains(&format!("'{}:", c[c.len() - 1]))
+            let text = match c {
+                [_] => ZSH
+                    .split_once("commands=(")
+                    .and_then(|(_, t)| t.split_once("\n    )"))
+                    .map(|(list, _)| list.to_owned()),
+                _ => shell_section(ZSH, &c[..c.len() - 1]),
+            };
+            text.is_some_and(|t| t.contains(&format!("'{}:", c[c.len() - 1])))
         },
         section: &|p| shell_section(ZSH, p),
         has_flag: &has_word,
@@ -407,13 +463,22 @@ fn the_fish_completion_has_every_command_alias_and_flag() {
     assert_complete(&Doc {
         name: "the fish completion (completions/podscopectl.fish)",
         text: FISH,
-        has_command: &|c| {
-            let text = if c.len() == 1 {
-                Some(FISH.to_owned())
-            } else {
-                fish_section(&c[..c.len() - 1])
-            };
-            text.is_some_and(|t| has_word(&t, &format!("-a {}", c[c.len() - 1])))
+        // Top level: offered before any command, and in `$cmds` (which
+        // the other lines' conditions use); a verb: on its group's lines.
+        has_command: &|c| match c {
+            [name] => {
+                let cmds = FISH
+                    .lines()
+                    .find_map(|l| l.strip_prefix("set -l cmds "))
+                    .unwrap_or("");
+                has_word(cmds, name)
+                    && FISH.lines().any(|l| {
+                        l.contains("-n \"not __fish_seen_subcommand_from $cmds\"")
+                            && has_word(l, &format!("-a {name}"))
+                    })
+            }
+            _ => fish_section(&c[..c.len() - 1])
+                .is_some_and(|t| has_word(&t, &format!("-a {}", c[c.len() - 1]))),
         },
         section: &fish_section,
         has_flag: &|text, f| match f.strip_prefix("--") {

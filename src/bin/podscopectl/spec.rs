@@ -113,9 +113,11 @@ pub enum Tail {
     /// Nothing: `--` only ends the flags; what follows it is operands.
     None,
     /// Once this many operands are read, the rest (a leading `--` dropped):
-    /// the root's command line after the command, a group's after its
-    /// verb, exec's command, journal's journalctl options.
+    /// exec's command, journal's journalctl options.
     AfterOperands(usize),
+    /// Once the command (or a group's verb) is read, the rest as it is, a
+    /// `--` included: that command's own arguments (`rm -- -x`).
+    Subcommand,
     /// What follows `--`: container create's command.
     AfterDashDash,
 }
@@ -281,7 +283,7 @@ const COMMANDS: &[Command] = &[
     command(Cmd::Rmi, "rmi", &[]),
     command(Cmd::Imagefsinfo, "imagefsinfo", &[]),
     Command {
-        tail: Tail::AfterOperands(1),
+        tail: Tail::Subcommand,
         subcommands: CONTAINER_VERBS,
         ..command(Cmd::Container, "container", &[])
     },
@@ -319,7 +321,7 @@ pub static ROOT: Command = Command {
     name: "podscopectl",
     aliases: &[],
     flags: GLOBAL_FLAGS,
-    tail: Tail::AfterOperands(1),
+    tail: Tail::Subcommand,
     subcommands: COMMANDS,
 };
 
@@ -468,6 +470,10 @@ pub fn parse(cmd: &'static Command, path: &str, args: &[String]) -> Result<Parse
     let mut dashdash = false;
     let mut i = 0;
     while i < args.len() {
+        if cmd.tail == Tail::Subcommand && p.operands.len() == 1 {
+            p.rest = args[i..].to_vec();
+            return Ok(p);
+        }
         if cmd.tail == Tail::AfterOperands(p.operands.len()) {
             let mut rest = &args[i..];
             if !dashdash && rest.first().is_some_and(|a| a == "--") {
@@ -598,6 +604,14 @@ mod tests {
         let p = parse(&ROOT, "", &args("--no-ask-password list -q")).unwrap();
         assert_eq!(p.operands(), ["list"]);
         assert_eq!(p.rest(), ["-q"]);
+        // The root and a group hand their command its `--` as given.
+        let p = parse(&ROOT, "", &args("rm -- -x")).unwrap();
+        assert_eq!(
+            (p.operands(), p.rest()),
+            (&args("rm")[..], &args("-- -x")[..])
+        );
+        let p = parse(cmd("container"), "container", &args("rm -- -x")).unwrap();
+        assert_eq!(p.rest(), ["--", "-x"]);
     }
 
     #[test]
