@@ -348,11 +348,11 @@ fn prepare(cmd: Cmd, p: &Parsed) -> Result<Action, Fail> {
         Cmd::ContainerCreate => Action::ContainerCreate(Box::new(containers::create_args(p)?)),
         Cmd::ContainerStart => Action::ContainerEach {
             method: "StartContainer",
-            ids: containers::ids_args(p)?,
+            ids: at_least_one(p, "ID")?,
         },
         Cmd::ContainerRm => Action::ContainerEach {
             method: "RemoveContainer",
-            ids: containers::ids_args(p)?,
+            ids: at_least_one(p, "ID")?,
         },
         Cmd::ContainerStop => {
             let (timeout, ids) = containers::stop_args(p)?;
@@ -399,6 +399,15 @@ fn one(p: &Parsed, msg: &str) -> Result<String, Fail> {
     match p.operands() {
         [one] => Ok(one.clone()),
         _ => Err(Fail(msg.into())),
+    }
+}
+
+/// The one ID an `update` takes.
+fn only_id(p: &Parsed) -> Result<String, Fail> {
+    match p.operands() {
+        [] => Err(Fail(format!("{} needs an ID", p.path()))),
+        [id] => Ok(id.clone()),
+        _ => Err(Fail(format!("{} takes one ID", p.path()))),
     }
 }
 
@@ -725,20 +734,13 @@ fn resource_option(r: &mut Resources, g: &spec::Given) -> Result<bool, Fail> {
         Opt::PidsLimit => &mut r.pids_limit,
         _ => return Ok(false),
     };
-    let (opt, value) = (g.name(), g.value());
-    *field = value
-        .parse::<u64>()
-        .map_err(|_| Fail(format!("{opt}: {value:?} is not a number")))?;
+    *field = g.number()?;
     Ok(true)
 }
 
 /// `update ID [LIMITS]`.
 fn update_args(p: &Parsed) -> Result<(String, Resources), Fail> {
-    let id = match p.operands() {
-        [] => return Err(Fail("update needs an ID".into())),
-        [id] => id.clone(),
-        _ => return Err(Fail("update takes one ID".into())),
-    };
+    let id = only_id(p)?;
     let mut resources = Resources::default();
     for g in p.flags() {
         if !resource_option(&mut resources, g)? {
@@ -799,6 +801,7 @@ fn create_args(p: &Parsed) -> Result<CreateArgs, Fail> {
     let mut sysctls = BTreeMap::new();
     for g in p.flags() {
         let (a, v) = (g.name(), g.value());
+        // A part of the value (--port's), named with the flag.
         let num = |s: &str| {
             s.parse::<u32>()
                 .map_err(|_| Fail(format!("{a}: {s:?} is not a number")))
@@ -806,7 +809,7 @@ fn create_args(p: &Parsed) -> Result<CreateArgs, Fail> {
         match g.opt() {
             Opt::Namespace => pod.namespace = v.to_owned(),
             Opt::Uid => pod.uid = v.to_owned(),
-            Opt::Attempt => pod.attempt = num(v)?,
+            Opt::Attempt => pod.attempt = g.number()?,
             Opt::Hostname => o.hostname = Some(v.to_owned()),
             Opt::HostNetwork => o.network = Some(NetworkMode::Host),
             Opt::PidNamespace => {

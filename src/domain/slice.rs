@@ -86,6 +86,26 @@ pub fn pod_slice(default_slice: &str, id: &str) -> Result<String> {
     Ok(name)
 }
 
+/// The units that may be pods' own slices in `default_slice`, as a
+/// ListUnitsByPatterns pattern (`podscope-*.slice`).
+pub fn pod_slices_pattern(default_slice: &str) -> String {
+    let stem = default_slice
+        .strip_suffix(".slice")
+        .unwrap_or(default_slice);
+    format!("{stem}-*.slice")
+}
+
+/// The id part of `pod_slice`'s name, `unit` back into what was given; not
+/// checked to be an id.
+pub fn id_of_pod_slice<'a>(default_slice: &str, unit: &'a str) -> Option<&'a str> {
+    let stem = default_slice
+        .strip_suffix(".slice")
+        .unwrap_or(default_slice);
+    unit.strip_prefix(stem)?
+        .strip_prefix('-')?
+        .strip_suffix(".slice")
+}
+
 /// A valid, non-root systemd slice name: `[A-Za-z0-9:_.\-]+.slice` with
 /// dashes only as hierarchy separators.
 /// The cgroup path systemd gives a slice: each `-` is a level
@@ -176,6 +196,12 @@ mod tests {
             format!("/a.slice/a-b.slice/a-b-{id}.slice")
         );
         assert!(pod_slice(&format!("{}.slice", "x".repeat(200)), &id).is_err());
+        // And back, as recovery finds them.
+        assert_eq!(pod_slices_pattern(D), "podscope-*.slice");
+        assert_eq!(id_of_pod_slice(D, &s), Some(id.as_str()));
+        assert_eq!(id_of_pod_slice("a-b.slice", &deep), Some(id.as_str()));
+        assert_eq!(id_of_pod_slice(D, D), None);
+        assert_eq!(id_of_pod_slice(D, &format!("other-{id}.slice")), None);
     }
 
     #[test]

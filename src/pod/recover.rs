@@ -66,9 +66,13 @@ impl<S: SystemdClient> Pods<S> {
         };
         let mut known = std::collections::HashSet::new();
         let mut known_netns = std::collections::HashSet::new();
+        let mut known_slices = std::collections::HashSet::new();
+        let mut known_ids = std::collections::HashSet::new();
         for mut sb in recovered.records {
             let unit = sb.unit();
             known.insert(unit.clone());
+            known_slices.insert(sb.slice.clone());
+            known_ids.insert(sb.id.to_string());
             let netns = sb.netns_unit();
             let active = |units: &HashMap<String, String>, u: &str| {
                 units.get(u).is_some_and(|s| is_active(s))
@@ -123,26 +127,18 @@ impl<S: SystemdClient> Pods<S> {
         // What else a pod whose record is gone leaves (one quarantined
         // before, since removed from quarantine/ by an operator): its own
         // slice, and its files under run_dir. A held pod keeps both.
-        let known_ids: std::collections::HashSet<&str> = known
-            .iter()
-            .filter_map(|u| u.strip_prefix("podscope-")?.strip_suffix(".scope"))
-            .collect();
+        let default_slice = &self.settings.default_slice;
+        let slices = self
+            .systemd
+            .list_units(&slice::pod_slices_pattern(default_slice))
+            .await?;
+        orphans.extend(
+            self.stop_orphans(&slices, &known_slices, &held, |unit| {
+                SandboxId::parse(slice::id_of_pod_slice(default_slice, unit)?).ok()
+            })
+            .await,
+        );
         let gone = |id: &str| !known_ids.contains(id) && !held.contains(id);
-        let slices = self.systemd.list_units("podscope-*.slice").await?;
-        for (unit, state) in &slices {
-            let Some(id) = unit
-                .strip_prefix("podscope-")
-                .and_then(|s| s.strip_suffix(".slice"))
-                .and_then(|s| SandboxId::parse(s).ok())
-            else {
-                continue;
-            };
-            if is_active(state) && gone(id.as_str()) {
-                warn!(sandbox_id = %id, unit = %unit, "{unit} has no sandbox record: stopping it");
-                self.recovery_stop(&id, unit).await;
-                orphans.push(unit.clone());
-            }
-        }
         let files = std::fs::read_dir(self.settings.run_dir.join("sandboxes"));
         for name in files.into_iter().flatten().flatten() {
             let Some(id) = name
@@ -186,7 +182,7 @@ impl<S: SystemdClient> Pods<S> {
         units: &std::collections::HashMap<String, String>,
         known: &std::collections::HashSet<String>,
         quarantined: &std::collections::HashSet<String>,
-        id_of: fn(&str) -> Option<SandboxId>,
+        id_of: impl Fn(&str) -> Option<SandboxId>,
     ) -> Vec<String> {
         let mut stopped = Vec::new();
         for (unit, state) in units {

@@ -12,14 +12,6 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use zbus::zvariant::OwnedObjectPath;
 
-/// IDs for `container start`, `container rm`: at least one.
-pub fn ids_args(p: &Parsed) -> Result<Vec<String>, Fail> {
-    if p.operands().is_empty() {
-        return Err(Fail(format!("{} needs at least one ID", p.path())));
-    }
-    Ok(p.operands().to_vec())
-}
-
 /// StartContainer or RemoveContainer on each.
 pub async fn each(m: &Mutate<'_>, method: &str, ids: &[String]) -> Result<(), Fail> {
     for id in ids {
@@ -42,10 +34,7 @@ pub fn stop_args(p: &Parsed) -> Result<(i64, Vec<String>), Fail> {
             _ => return Err(g.unhandled(p)),
         }
     }
-    if p.operands().is_empty() {
-        return Err(Fail("container stop needs at least one ID".into()));
-    }
-    Ok((timeout, p.operands().to_vec()))
+    Ok((timeout, super::at_least_one(p, "ID")?))
 }
 
 pub async fn stop(m: &Mutate<'_>, timeout: i64, ids: &[String]) -> Result<(), Fail> {
@@ -58,11 +47,7 @@ pub async fn stop(m: &Mutate<'_>, timeout: i64, ids: &[String]) -> Result<(), Fa
 
 /// `container update ID [LIMITS]`.
 pub fn update_args(p: &Parsed) -> Result<(String, Resources), Fail> {
-    let id = match p.operands() {
-        [] => return Err(Fail("container update needs an ID".into())),
-        [id] => id.clone(),
-        _ => return Err(Fail("container update takes one ID".into())),
-    };
+    let id = super::only_id(p)?;
     let mut r = Resources::default();
     for g in p.flags() {
         if !resource(&mut r, g)? {
@@ -79,17 +64,12 @@ pub async fn update(m: &Mutate<'_>, id: &str, r: &Resources) -> Result<(), Fail>
 /// A resource flag of container create and update, set in `r`; false for
 /// any other flag.
 fn resource(r: &mut Resources, g: &Given) -> Result<bool, Fail> {
-    let (opt, v) = (g.name(), g.value());
-    let num = || {
-        v.parse::<u64>()
-            .map_err(|_| Fail(format!("{opt}: {v:?} is not a number")))
-    };
     match g.opt() {
-        Opt::Memory => r.memory_limit_in_bytes = num()?,
-        Opt::CpuQuota => r.cpu_quota = num()?,
-        Opt::CpuPeriod => r.cpu_period = num()?,
-        Opt::CpuShares => r.cpu_shares = num()?,
-        Opt::CpusetCpus => r.cpuset_cpus = v.to_owned(),
+        Opt::Memory => r.memory_limit_in_bytes = g.number()?,
+        Opt::CpuQuota => r.cpu_quota = g.number()?,
+        Opt::CpuPeriod => r.cpu_period = g.number()?,
+        Opt::CpuShares => r.cpu_shares = g.number()?,
+        Opt::CpusetCpus => r.cpuset_cpus = g.value().to_owned(),
         _ => return Ok(false),
     }
     Ok(true)
@@ -122,11 +102,7 @@ pub fn create_args(p: &Parsed) -> Result<CreateArgs, Fail> {
     for g in p.flags() {
         let (a, v) = (g.name(), g.value());
         match g.opt() {
-            Opt::Attempt => {
-                attempt = v
-                    .parse()
-                    .map_err(|_| Fail(format!("{a}: {v:?} is not a number")))?;
-            }
+            Opt::Attempt => attempt = g.number()?,
             Opt::Env => o.envs.push(v.to_owned()),
             Opt::Workdir => o.working_dir = v.to_owned(),
             Opt::Label => {

@@ -392,6 +392,16 @@ impl Given {
         &self.value
     }
 
+    /// The value as a number, or an error naming the flag and the value.
+    pub fn number<T: std::str::FromStr>(&self) -> Result<T, Fail> {
+        self.value.parse().map_err(|_| {
+            Fail(format!(
+                "{}: {:?} is not a number",
+                self.spelled, self.value
+            ))
+        })
+    }
+
     /// For a handler's catch-all: the table gives this command a flag the
     /// handler does not know (a bug the unit tests catch).
     pub fn unhandled(&self, p: &Parsed) -> Fail {
