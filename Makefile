@@ -13,6 +13,9 @@
 #                   installed podscope-cri, in the harness
 #   make e2e        a real kubelet (KUBELET=) runs static pods on podscope,
 #                   in the harness
+#   make load       a full node: 110 pods x 4 containers created and drained
+#                   through the CRI by 8 clients, with daemon restarts, a
+#                   bus bound of 4 and a low descriptor limit, in the harness
 #   make demo       a pod created, inspected with systemctl/busctl, stopped, removed;
 #                   a container; crictl; kubelet running a static pod
 #   make bench      the performance table
@@ -47,6 +50,10 @@ CRICTL      ?= $(abspath ../shared/tools/crictl)
 CRITEST     ?= $(abspath ../shared/tools/critest)
 # A real kubelet (1.26, standalone) for make e2e and make bench.
 KUBELET     ?= $(abspath ../shared/tools/kubelet)
+# containerd 2.3.4 (with its runc shim), xz-packed, for make bench's
+# full-node rows beside Debian's containerd 1.6; unpacked into target/.
+CONTAINERD_2_3_XZ ?= $(abspath ../shared/tools/containerd-2.3)
+CONTAINERD_2_3 := $(abspath target/tools/containerd-2.3)
 # A missing crictl, critest or kubelet fails the target, before anything boots.
 need_cri_tools = @for t in "$(CRICTL)" "$(CRITEST)"; do test -x "$$t" || { \
 	  echo "$@: $$t not found or not executable (set CRICTL=... CRITEST=...)" >&2; exit 1; }; done
@@ -67,7 +74,7 @@ MAN1 := man/podscopectl.1
 MAN5 := man/podscope.toml.5
 MAN8 := man/podscoped.8 man/podscope-cri.8
 
-.PHONY: all build install uninstall deps deps-build dist check lint unit fuzz-short fuzz integration packaging conformance e2e demo bench deb rpm clean
+.PHONY: all build install uninstall deps deps-build dist check lint unit fuzz-short fuzz integration packaging conformance e2e load demo bench deb rpm clean
 
 all: build
 
@@ -169,7 +176,7 @@ CHECK_TIMES := target/check-times.txt
 check:
 	@mkdir -p target && : > $(CHECK_TIMES)
 	@TIMED_SUMMARY=$(abspath $(CHECK_TIMES)) $(TIMED) total sh -c '$(MAKE) --no-print-directory \
-	  lint unit fuzz-short integration packaging conformance e2e; rc=$$?; \
+	  lint unit fuzz-short integration packaging conformance e2e load; rc=$$?; \
 	  echo "make check: time per suite" >&2; cat $(CHECK_TIMES) >&2; exit $$rc'
 
 # crictl and critest against podscope-cri as installed, in the harness: a
@@ -185,6 +192,13 @@ e2e: deps build
 	$(need_cri_tools)
 	$(need_kubelet)
 	KUBELET="$(KUBELET)" CRICTL="$(CRICTL)" $(TIMED) e2e tests/e2e/run-e2e.sh
+
+# A full node's load (tests/load): 110 pods with 4 containers each created
+# and drained by 8 CRI clients, again with podscoped restarted mid-burst,
+# past a bus bound of 4 and under a low descriptor limit; nothing may fail
+# or be left behind.
+load: deps build
+	$(TIMED) load tests/load/run-load.sh
 
 # The packages, built as `make deb` / `make rpm` do, then installed,
 # upgraded under a running pod and purged inside a harness where podscope
@@ -209,9 +223,14 @@ demo: deps build
 bench: deps build
 	$(need_cri_tools)
 	$(need_kubelet)
+	@for f in containerd containerd-shim-runc-v2; do \
+	  test -f "$(CONTAINERD_2_3_XZ)/$$f.xz" || { \
+	    echo "$@: $(CONTAINERD_2_3_XZ)/$$f.xz not found (set CONTAINERD_2_3_XZ=...)" >&2; exit 1; }; \
+	  mkdir -p $(CONTAINERD_2_3) && xz -dc "$(CONTAINERD_2_3_XZ)/$$f.xz" > $(CONTAINERD_2_3)/$$f && \
+	  chmod 0755 $(CONTAINERD_2_3)/$$f || exit 1; done
 	$(CARGO) build --locked --features harness-tests,failpoints --bin podscoped
 	FAILPOINT_DAEMON=$(abspath target/debug/podscoped) CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" KUBELET="$(KUBELET)" \
-	  tests/harness/harness.sh run $(RELEASE)/podscope-bench
+	  tests/harness/harness.sh run env CONTAINERD_2_3=$(CONTAINERD_2_3) $(RELEASE)/podscope-bench
 
 # Binary packages, built from packaging/ into target/deb and target/rpm.
 # They package the binaries `make build` made: dpkg-buildpackage and

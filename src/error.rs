@@ -30,8 +30,14 @@ error_kinds! {
         Timeout,
         Internal,
         AccessDenied,
-        /// Too many calls of a kind in flight: try again later.
+        /// podscoped refused before taking any step: too many calls of a
+        /// kind in flight, or too few file descriptors left for the call.
         LimitsExceeded,
+        /// The system bus or systemd could not take a call podscoped made
+        /// (the bus's limit on its pending calls kept refusing after
+        /// retries, or no reply came): nothing is known to be done, and a
+        /// retry later is the answer.
+        Busy,
         /// A registry refused the credentials (or asked for some): HTTP 401.
         RegistryUnauthorized,
         /// A registry (HTTP 403) or registries.conf (`blocked`) denies the pull.
@@ -92,6 +98,9 @@ impl Error {
     pub fn limits_exceeded(m: impl Into<String>) -> Self {
         Error::new(ErrorKind::LimitsExceeded, m)
     }
+    pub fn busy(m: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Busy, m)
+    }
     pub fn access_denied(m: impl Into<String>) -> Self {
         Self::new(ErrorKind::AccessDenied, m)
     }
@@ -100,6 +109,23 @@ impl Error {
             context: context.into(),
             source,
         }
+    }
+
+    /// The failures of steps that each ran past the others' (a pod's
+    /// containers stopped one by one) as one error: the kind of the first,
+    /// which is what a caller acts on (a Busy stays Busy, so kubelet
+    /// retries), with every message. Ok when there are none.
+    pub fn gather(errors: Vec<Error>) -> Result<()> {
+        let mut it = errors.into_iter();
+        let Some(first) = it.next() else {
+            return Ok(());
+        };
+        let rest: Vec<String> = it.map(|e| e.to_string()).collect();
+        if rest.is_empty() {
+            return Err(first);
+        }
+        let kind = first.kind();
+        Err(Error::new(kind, format!("{first}; {}", rest.join("; "))))
     }
 
     pub fn kind(&self) -> ErrorKind {
@@ -176,6 +202,18 @@ mod tests {
             .context("bus");
         assert_eq!(e.kind(), ErrorKind::NotFound);
         assert_eq!(e.to_string(), "bus: status: no such sandbox abc");
+    }
+
+    #[test]
+    fn gathered_errors_keep_the_first_kind_and_every_message() {
+        assert!(Error::gather(vec![]).is_ok());
+        let one = Error::gather(vec![Error::busy("a")]).unwrap_err();
+        assert_eq!((one.kind(), one.to_string()), (ErrorKind::Busy, "a".into()));
+        let two = Error::gather(vec![Error::busy("a"), Error::internal("b")]).unwrap_err();
+        assert_eq!(
+            (two.kind(), two.to_string()),
+            (ErrorKind::Busy, "a; b".into())
+        );
     }
 
     #[test]

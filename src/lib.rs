@@ -3,9 +3,11 @@
 
 pub mod api;
 pub mod bus;
+pub mod bus_gate;
 pub mod cni;
 pub mod container;
 pub mod cri;
+pub mod descriptors;
 pub mod domain;
 pub mod error;
 pub mod failpoint;

@@ -108,6 +108,14 @@ pub struct Settings {
     /// limit for a caller that allows interactive authorization (someone
     /// typing a password) is ten times as long.
     pub polkit_timeout_ms: u64,
+    /// podscoped's calls to systemd, systemd-machined and polkit in flight
+    /// at once; more wait their turn. Under the bus's own limit on one
+    /// connection's pending calls (dbus-daemon's max_replies_per_connection,
+    /// 128 on Debian), which fails every call beyond it.
+    pub bus_calls_max: u32,
+    /// podscope-cri's calls to podscoped in flight at once, on each of its
+    /// two bus connections; more wait their turn (the same bus limit).
+    pub daemon_calls_max: u32,
     /// The image store (blobs, unpacked layers, image records).
     pub image_dir: PathBuf,
     /// Connecting to a registry takes at most this long.
@@ -152,6 +160,8 @@ impl Default for Settings {
             cni_network: String::new(),
             cni_plugin_timeout_ms: 60_000,
             polkit_timeout_ms: 25_000,
+            bus_calls_max: crate::bus_gate::DEFAULT_MAX as u32,
+            daemon_calls_max: crate::bus_gate::DEFAULT_MAX as u32,
             image_dir: "/var/lib/podscope/images".into(),
             pull_connect_timeout_ms: 30_000,
             pull_stall_timeout_ms: 60_000,
@@ -192,6 +202,8 @@ impl Settings {
                 "max_concurrent_downloads",
                 u64::from(s.max_concurrent_downloads),
             ),
+            ("bus_calls_max", u64::from(s.bus_calls_max)),
+            ("daemon_calls_max", u64::from(s.daemon_calls_max)),
         ] {
             if v == 0 {
                 return Err(Error::invalid(name, "must be greater than 0"));

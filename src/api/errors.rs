@@ -15,7 +15,8 @@ pub fn error_name(kind: ErrorKind) -> &'static str {
         ErrorKind::Timeout => "org.podscope.Sandbox1.Error.Timeout",
         ErrorKind::Internal => "org.podscope.Sandbox1.Error.Internal",
         ErrorKind::AccessDenied => "org.freedesktop.DBus.Error.AccessDenied",
-        ErrorKind::LimitsExceeded => LIMITS_EXCEEDED,
+        ErrorKind::LimitsExceeded => "org.podscope.Sandbox1.Error.LimitsExceeded",
+        ErrorKind::Busy => "org.podscope.Sandbox1.Error.Busy",
         ErrorKind::RegistryUnauthorized => "org.podscope.Sandbox1.Error.RegistryUnauthorized",
         ErrorKind::RegistryDenied => "org.podscope.Sandbox1.Error.RegistryDenied",
         ErrorKind::RegistryUnavailable => "org.podscope.Sandbox1.Error.RegistryUnavailable",
@@ -23,8 +24,13 @@ pub fn error_name(kind: ErrorKind) -> &'static str {
     }
 }
 
-/// Too many calls of a kind in flight (the standard D-Bus name).
-pub const LIMITS_EXCEEDED: &str = "org.freedesktop.DBus.Error.LimitsExceeded";
+/// The bus's own refusal: the sender has too many calls awaiting replies
+/// (dbus-daemon's `max_replies_per_connection`), or another of its limits.
+/// Never one of podscope's: podscope's is under `org.podscope.Sandbox1.Error`.
+pub const BUS_LIMITS_EXCEEDED: &str = "org.freedesktop.DBus.Error.LimitsExceeded";
+/// No reply came within the bus's timeout: the call may or may not have
+/// been carried out.
+pub const BUS_NO_REPLY: &str = "org.freedesktop.DBus.Error.NoReply";
 
 /// The kind for a D-Bus error name.
 pub fn kind_of(name: &str) -> Option<ErrorKind> {

@@ -321,6 +321,26 @@ pub struct RuntimeInfo {
     pub containers_running: u32,
     /// Wait calls now blocked.
     pub waits_in_flight: u32,
+    /// podscoped's file descriptors: its (soft) limit, open now, the most
+    /// seen open at once since it started, promised to calls in flight,
+    /// and held by running containers (their output pipes, log files, OOM
+    /// watches; a pod holds none once started).
+    pub descriptors_limit: u64,
+    pub descriptors_open: u64,
+    pub descriptors_peak: u64,
+    pub descriptors_reserved: u64,
+    pub descriptors_containers: u64,
+    /// podscoped's calls to systemd, machined and polkit: the most allowed
+    /// in flight (bus_calls_max), in flight now, the most at once since it
+    /// started; calls that waited for a slot, refusals by the bus that
+    /// were retried, and calls that failed for want of a slot or after
+    /// the retries.
+    pub bus_calls_max: u32,
+    pub bus_calls_in_flight: u32,
+    pub bus_calls_peak: u32,
+    pub bus_calls_waited: u64,
+    pub bus_refusals_retried: u64,
+    pub bus_calls_failed: u64,
     pub os: String,
     pub architecture: String,
     pub variant: String,
@@ -782,11 +802,24 @@ mod tests {
             containers: 3,
             containers_running: 1,
             waits_in_flight: 0,
+            descriptors_limit: 1_048_576,
+            descriptors_open: 2214,
+            descriptors_peak: 2219,
+            descriptors_reserved: 31,
+            descriptors_containers: 2200,
+            bus_calls_max: 64,
+            bus_calls_in_flight: 3,
+            bus_calls_peak: 64,
+            bus_calls_waited: 852,
+            bus_refusals_retried: 0,
+            bus_calls_failed: 0,
             os: "linux".into(),
             architecture: "amd64".into(),
             variant: String::new(),
         };
         let d = to_dict(&info).unwrap();
+        assert_eq!(d["descriptors_limit"].value_signature().to_string(), "t");
+        assert_eq!(d["bus_calls_max"].value_signature().to_string(), "u");
         assert_eq!(d["quarantined"].value_signature().to_string(), "a(sss)");
         assert_eq!(from_dict::<RuntimeInfo>(None, &d).unwrap(), info);
     }

@@ -66,6 +66,7 @@ fn main() -> ExitCode {
         }
     }
     logging::init("podscope-cri");
+    podscope::descriptors::raise_at_start("podscope-cri");
     let settings = match podscope::settings::Settings::load(&config) {
         Ok(s) => s,
         Err(e) => {
@@ -107,7 +108,15 @@ fn main() -> ExitCode {
             let _ = daemon::notify(false, &[NotifyState::Ready]);
             info!("podscope-cri serving CRI v1");
         };
-        cri::serve(listener, call_timeout, settings.stream(), ready, shutdown).await
+        cri::serve(
+            listener,
+            call_timeout,
+            settings.daemon_calls_max as usize,
+            settings.stream(),
+            ready,
+            shutdown,
+        )
+        .await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

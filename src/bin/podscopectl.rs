@@ -934,6 +934,35 @@ async fn info(m: &Client) -> Result<(), Fail> {
         println!("  {unit}");
     }
     println!("Network teardowns owed: {}", info.network_teardowns_owed);
+    println!(
+        "File descriptors: {} open of {} (most at once {}; {} promised to calls in flight)",
+        info.descriptors_open,
+        info.descriptors_limit,
+        info.descriptors_peak,
+        info.descriptors_reserved
+    );
+    println!(
+        "  held for {} running containers: {}{}",
+        info.containers_running,
+        info.descriptors_containers,
+        if info.containers_running > 0 {
+            format!(
+                " ({:.1} each)",
+                info.descriptors_containers as f64 / f64::from(info.containers_running)
+            )
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "Calls on the bus: {} in flight of at most {} (most at once {}; {} waited for a slot, {} refusals by the bus retried, {} failed)",
+        info.bus_calls_in_flight,
+        info.bus_calls_max,
+        info.bus_calls_peak,
+        info.bus_calls_waited,
+        info.bus_refusals_retried,
+        info.bus_calls_failed
+    );
     Ok(())
 }
 

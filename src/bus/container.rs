@@ -11,6 +11,7 @@ use super::{polkit, polkit_details, Service};
 use crate::api::container::{ContainerFilter, ContainerStatus, ContainerSummary, ExecResult};
 use crate::api::container_path;
 use crate::container::{ContainerEntry, ListFilter};
+use crate::descriptors::cost;
 use crate::domain::container::ContainerConfig;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
@@ -203,10 +204,15 @@ impl Service {
                 d
             })
             .await?;
+        let fds = self.fds.reserve(
+            &format!("container {} in sandbox {}: create", config.name, pod.id),
+            cost::CONTAINER_CREATE,
+        )?;
         let this = self.clone();
         let pod_id = pod.id.to_string();
         let out = self
             .detached(async move {
+                let _fds = fds;
                 let entry = this.containers.create(&pod_id, config).await?;
                 let path = container_path(&entry.id);
                 let obj = ContainerObject {
@@ -232,9 +238,18 @@ impl Service {
         let entry = self
             .authorize_container(hdr, Verb::StartContainer, id)
             .await?;
+        // What it keeps is open once it runs: the reservation covers it
+        // until then.
+        let fds = self.fds.reserve(
+            &format!("container {}: start", entry.id),
+            cost::CONTAINER_START + cost::CONTAINER_HELD,
+        )?;
         let this = self.clone();
-        self.detached(async move { this.containers.start(&entry).await })
-            .await?;
+        self.detached(async move {
+            let _fds = fds;
+            this.containers.start(&entry).await
+        })
+        .await?;
         Ok(())
     }
 
@@ -340,9 +355,15 @@ impl Service {
         let entry = self
             .authorize_container(hdr, Verb::ReopenContainerLog, id)
             .await?;
+        let fds = self
+            .fds
+            .reserve(&format!("container {}: reopen its log", entry.id), 4)?;
         let this = self.clone();
-        self.detached(async move { this.containers.reopen_log(&entry).await })
-            .await?;
+        self.detached(async move {
+            let _fds = fds;
+            this.containers.reopen_log(&entry).await
+        })
+        .await?;
         Ok(())
     }
 
@@ -357,9 +378,15 @@ impl Service {
     ) -> Result<(), BusError> {
         let entry = self.authorize_container(hdr, Verb::Exec, id).await?;
         let io = stdio_of(&options, stdio)?;
+        let fds = self
+            .fds
+            .reserve(&format!("container {}: exec", entry.id), cost::EXEC)?;
         let this = self.clone();
         let run = self
-            .detached(async move { this.containers.start_exec(&entry, cmd, io).await })
+            .detached(async move {
+                let _fds = fds;
+                this.containers.start_exec(&entry, cmd, io).await
+            })
             .await?;
         let timeout = (options.timeout_ms > 0).then(|| Duration::from_millis(options.timeout_ms));
         let this = self.clone();
@@ -377,9 +404,15 @@ impl Service {
     ) -> Result<(), BusError> {
         let entry = self.authorize_container(hdr, Verb::Attach, id).await?;
         let io = stdio_of(&options, stdio)?;
+        let fds = self
+            .fds
+            .reserve(&format!("container {}: attach", entry.id), cost::EXEC)?;
         let this = self.clone();
-        self.detached(async move { this.containers.attach(&entry, io, control).await })
-            .await?;
+        self.detached(async move {
+            let _fds = fds;
+            this.containers.attach(&entry, io, control).await
+        })
+        .await?;
         Ok(())
     }
 }
@@ -419,11 +452,15 @@ impl Service {
         timeout_ms: u64,
     ) -> Result<ExecResult, BusError> {
         let entry = self.authorize_container(hdr, Verb::ExecSync, id).await?;
+        let fds = self
+            .fds
+            .reserve(&format!("container {}: exec", entry.id), cost::EXEC)?;
         let this = self.clone();
         // Detached like the others: a caller that hangs up still gets its
         // exec's unit killed at the timeout and collected.
         let out = self
             .detached(async move {
+                let _fds = fds;
                 this.containers
                     .exec_sync(&entry, cmd, Duration::from_millis(timeout_ms))
                     .await

@@ -8,6 +8,7 @@ use super::polkit::{self, Detail, Verb};
 use super::Service;
 use crate::api::image::{ImageFilter, ImageFsInfo, ImageInfo, ImageSummary, PullOptions};
 use crate::api::{dict::owned_arg, from_dict, DictArg};
+use crate::descriptors::cost;
 use crate::image::pull::{now_ns, Progress};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -51,6 +52,7 @@ impl ImagesObject {
                 details(Verb::Pull, &reference)
             })
             .await?;
+        let fds = svc.fds.reserve(&format!("pull {reference}"), cost::PULL)?;
         let images = Arc::clone(&svc.images);
         let progress = Arc::new(Progress::default());
         let emitter = emitter.to_owned();
@@ -78,6 +80,7 @@ impl ImagesObject {
         });
         let r = svc
             .detached(async move {
+                let _fds = fds;
                 images
                     .pull(&reference, Some(creds).filter(|c| !c.is_empty()), progress)
                     .await

@@ -19,6 +19,7 @@ pub mod sandbox;
 use crate::api::{
     self, Condition, CreateOptions, PodMetadata, Quarantined, RuntimeInfo, SandboxStatus,
 };
+use crate::descriptors::{cost, Budget};
 use crate::domain::Resources;
 use crate::domain::{SandboxId, State};
 use crate::error::{Error, Result};
@@ -46,6 +47,8 @@ pub use api::{sandbox_path, BUS_NAME, MANAGER_PATH};
 /// to every local user), and per user other than root.
 pub const MAX_WAITERS: usize = 1024;
 pub const WAITERS_PER_UID: usize = 64;
+/// Tasks handling systemd's unit events.
+const UNIT_EVENT_HANDLERS: usize = 16;
 
 /// What polkit's rules see of a call: `verb`, `sandbox` (namespace/name)
 /// and `sandbox_id` (empty for Create).
@@ -76,8 +79,16 @@ pub struct Service {
     conn: Connection,
     /// Mutating operations in flight; shutdown waits for them.
     inflight: tokio::sync::watch::Sender<usize>,
+    /// Mutating operations done since start.
+    done: std::sync::atomic::AtomicU64,
     callers: callers::Callers,
     waiters: limits::Limiter,
+    /// The bound on the daemon's own calls on the bus (its figures go in
+    /// RuntimeStatus).
+    gate: Arc<crate::bus_gate::BusGate>,
+    /// File descriptors: each mutating call reserves what it may open
+    /// before its first step (`descriptors`).
+    pub fds: Arc<Budget>,
 }
 
 impl Service {
@@ -94,9 +105,20 @@ impl Service {
             tx.send_modify(|n| *n -= 1);
             r
         });
+        self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         handle
             .await
             .map_err(|e| Error::internal(format!("operation task failed: {e}")))?
+    }
+
+    /// Mutating operations done since start (counted as they are handed
+    /// to their task).
+    pub fn operations_done(&self) -> u64 {
+        self.done.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn operations_in_flight(&self) -> usize {
+        *self.inflight.borrow()
     }
 
     /// Stop taking calls, then wait (at most `limit`) for the operations in
@@ -173,9 +195,14 @@ impl Service {
                 d
             })
             .await?;
+        let fds = self.fds.reserve(
+            &format!("sandbox {}/{}: create", config.namespace, config.name),
+            cost::POD_CREATE,
+        )?;
         let this = self.clone();
         let out = self
             .detached(async move {
+                let _fds = fds;
                 let entry = this.pods.create(config).await?;
                 let path = sandbox_path(&entry.id);
                 let obj = SandboxObject {
@@ -195,9 +222,15 @@ impl Service {
 
     pub async fn start(self: &Arc<Self>, hdr: &Header<'_>, id: &str) -> Result<(), BusError> {
         let entry = self.authorize(hdr, Verb::Start, id).await?;
+        let fds = self
+            .fds
+            .reserve(&format!("sandbox {}: start", entry.id), cost::POD_START)?;
         let this = self.clone();
-        self.detached(async move { this.pods.start(&entry).await.map(drop) })
-            .await?;
+        self.detached(async move {
+            let _fds = fds;
+            this.pods.start(&entry).await.map(drop)
+        })
+        .await?;
         Ok(())
     }
 
@@ -284,9 +317,16 @@ impl Service {
         port: u16,
     ) -> Result<std::os::fd::OwnedFd, BusError> {
         let entry = self.authorize(hdr, Verb::PortForward, id).await?;
+        let fds = self.fds.reserve(
+            &format!("sandbox {}: port forward", entry.id),
+            cost::PORT_FORWARD,
+        )?;
         let this = self.clone();
         let fd = self
-            .detached(async move { this.pods.port_forward(&entry, port).await })
+            .detached(async move {
+                let _fds = fds;
+                this.pods.port_forward(&entry, port).await
+            })
             .await?;
         Ok(fd)
     }
@@ -348,6 +388,7 @@ impl Service {
             None => condition("RuntimeReady", true, "", String::new()),
         };
         let conditions = vec![runtime, network];
+        let (fds, bus) = (self.fds.figures(), self.gate.figures());
         let info = RuntimeInfo {
             sandboxes: lc.count() as u32,
             ready: lc.count_in(State::Ready) as u32,
@@ -381,6 +422,17 @@ impl Service {
                 .count_in(crate::domain::container::ContainerState::Running)
                 as u32,
             waits_in_flight: self.waiters.in_flight() as u32,
+            descriptors_limit: fds.limit,
+            descriptors_open: fds.open,
+            descriptors_peak: fds.peak,
+            descriptors_reserved: fds.reserved,
+            descriptors_containers: self.containers.descriptors_held() as u64,
+            bus_calls_max: bus.max as u32,
+            bus_calls_in_flight: bus.in_flight as u32,
+            bus_calls_peak: bus.peak as u32,
+            bus_calls_waited: bus.waited,
+            bus_refusals_retried: bus.refused_retried,
+            bus_calls_failed: bus.gave_up,
             os: platform.os.into(),
             architecture: platform.architecture.into(),
             variant: platform.variant.into(),
@@ -403,11 +455,14 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
         .build()
         .await
         .map_err(bus_err)?;
-    let (unit_tx, mut unit_rx) = mpsc::unbounded_channel();
-    let systemd = Systemd::connect(&conn, unit_tx).await?;
+    let gate = Arc::new(crate::bus_gate::BusGate::new(
+        settings.bus_calls_max as usize,
+    ));
+    let unit_events = Arc::new(crate::systemd::events::UnitEvents::default());
+    let systemd = Systemd::connect(&conn, gate.clone(), unit_events.clone()).await?;
     let store = Store::open(&settings.state_dir)?;
     let (event_tx, event_rx) = mpsc::unbounded_channel();
-    let machined = crate::pod::machined::Machined::new(&conn);
+    let machined = crate::pod::machined::Machined::new(&conn, gate.clone());
     let images = crate::image::Images::open(settings.images())?;
     let hostns = crate::hostns::HostNs::connect()?;
     let pods = Arc::new(Pods::new(
@@ -436,12 +491,16 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
         images,
         auth: polkit::Authorizer::new(
             &conn,
+            gate.clone(),
             std::time::Duration::from_millis(pods.settings.polkit_timeout_ms),
         ),
+        gate,
         conn: conn.clone(),
         inflight: tokio::sync::watch::Sender::new(0),
+        done: Default::default(),
         callers: callers::Callers::new(&conn),
         waiters: limits::Limiter::new("Wait calls", WAITERS_PER_UID, MAX_WAITERS),
+        fds: Arc::new(Budget::new(crate::descriptors::limit())),
     });
     let server = conn.object_server();
     let export = |e: zbus::Error| Error::internal(format!("export objects: {e}"));
@@ -490,19 +549,22 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
             .map_err(export)?;
     }
 
-    let (lc, cs) = (pods.clone(), containers.clone());
-    tokio::spawn(async move {
-        while let Some(ev) = unit_rx.recv().await {
-            let (lc, cs) = (lc.clone(), cs.clone());
-            tokio::spawn(async move {
+    // A fixed number of handlers take the unit events (one queued per
+    // unit at most: `systemd::events`); a handler waits for its object's
+    // lock, so several run at once.
+    for _ in 0..UNIT_EVENT_HANDLERS {
+        let (lc, cs, events) = (pods.clone(), containers.clone(), unit_events.clone());
+        tokio::spawn(async move {
+            loop {
+                let ev = events.next().await;
                 if crate::domain::container::id_from_container_unit(&ev.unit).is_some() {
                     cs.on_unit_event(ev).await
                 } else {
                     lc.on_unit_event(ev).await
                 }
-            });
-        }
-    });
+            }
+        });
+    }
     tokio::spawn(announce(
         conn.clone(),
         pods.clone(),
@@ -546,8 +608,15 @@ async fn announce(
                     .await
             }
             Event::ContainerRemoved(id, _) => {
-                Manager::container_removed(&manager, id.as_str(), api::container_path(id).as_ref())
-                    .await
+                // Its object goes too, whoever removed it: RemoveContainer
+                // has unexported it already, a pod's Remove (its members)
+                // or recovery has not.
+                let path = api::container_path(id);
+                let _ = conn
+                    .object_server()
+                    .remove::<container::ContainerObject, _>(&path)
+                    .await;
+                Manager::container_removed(&manager, id.as_str(), path.as_ref()).await
             }
             Event::ContainerChanged(id, state) => {
                 container_changed(&conn, &containers, &manager, id, *state).await

@@ -4,10 +4,11 @@
 //! to all.
 
 use super::limits::Limiter;
+use crate::bus_gate::BusGate;
 use crate::error::{Error, Result};
 use enumflags2::BitFlags;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 use zbus::message::{Flags, Header};
 use zbus::Connection;
@@ -81,11 +82,14 @@ spelled! {
     }
 }
 
-/// polkit checks pending at once, per user and in all. dbus-daemon lets a
-/// connection wait on at most 128 replies (`max_replies_per_connection`):
-/// past that, every check would fail, everyone's.
+/// polkit checks pending at once, per user and in all: at most half of
+/// the daemon's bus permits (`bus_gate`), so that checks, which local users
+/// can ask for at will and polkit may take seconds to answer, never keep
+/// systemd's calls waiting.
 pub const CHECKS_PER_UID: usize = 16;
-pub const CHECKS_MAX: usize = 64;
+pub fn checks_max(gate: &BusGate) -> usize {
+    (gate.max() / 2).max(1)
+}
 /// Callers whose uid is remembered. A unique name is never reused while
 /// the bus runs, so an entry never goes stale; past this many the memory
 /// starts over.
@@ -93,6 +97,7 @@ const UID_CACHE_MAX: usize = 4096;
 
 pub struct Authorizer {
     conn: Connection,
+    gate: Arc<BusGate>,
     checks: Limiter,
     uids: Mutex<HashMap<String, u32>>,
     /// How long polkit may take to answer (ten times as long for a caller
@@ -103,10 +108,12 @@ pub struct Authorizer {
 }
 
 impl Authorizer {
-    pub fn new(conn: &Connection, timeout: std::time::Duration) -> Self {
+    pub fn new(conn: &Connection, gate: Arc<BusGate>, timeout: std::time::Duration) -> Self {
+        let max = checks_max(&gate);
         Authorizer {
             conn: conn.clone(),
-            checks: Limiter::new("polkit checks", CHECKS_PER_UID, CHECKS_MAX),
+            gate,
+            checks: Limiter::new("polkit checks", CHECKS_PER_UID.min(max), max),
             uids: Mutex::default(),
             timeout,
             dbus: OnceCell::new(),
@@ -185,9 +192,14 @@ impl Authorizer {
         } else {
             self.timeout
         };
-        let result = tokio::time::timeout(
-            limit,
-            authority.check_authorization(&subject, action, &details, flags, ""),
+        // The permit is waited for within the same limit.
+        let deadline = tokio::time::Instant::now() + limit;
+        let result = tokio::time::timeout_at(
+            deadline,
+            self.gate
+                .call(&format!("polkit check of uid {uid}"), deadline, || {
+                    authority.check_authorization(&subject, action, &details, flags, "")
+                }),
         )
         .await
         .map_err(|_| {
@@ -196,6 +208,7 @@ impl Authorizer {
                 limit.as_millis()
             ))
         })?
+        .map_err(|e| deny(e.to_string()))?
         .map_err(|e| deny(format!("polkit is unavailable: {e}")))?;
         if result.is_authorized {
             Ok(())

@@ -121,6 +121,18 @@ struct Live {
     tap: Arc<logs::Tap>,
 }
 
+impl Live {
+    /// Descriptors it holds: one per reader (stdout, stderr, a terminal),
+    /// the log file, the OOM watch's, stdin's write end, a terminal's copy.
+    fn descriptors(&self) -> usize {
+        self.readers.len()
+            + usize::from(self.log.has_file())
+            + self.oom.as_ref().map_or(0, |o| o.descriptors)
+            + usize::from(self.stdin.is_some())
+            + usize::from(self.tty.is_some())
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct RecoveryReport {
     pub recovered: usize,
@@ -254,6 +266,16 @@ impl<S: SystemdClient + Clone> Containers<S> {
 
     pub fn recovery_report(&self) -> RecoveryReport {
         self.recovery.lock().unwrap().clone()
+    }
+
+    /// Descriptors the daemon holds for its containers (`Live`).
+    pub fn descriptors_held(&self) -> usize {
+        self.live
+            .lock()
+            .unwrap()
+            .values()
+            .map(Live::descriptors)
+            .sum()
     }
 
     /// The containers matching `filter`, sorted by id.
@@ -480,25 +502,23 @@ fn pod_view(settings: &Settings, sb: &Sandbox) -> spec::PodView {
 impl<S: SystemdClient + Clone> Members for Containers<S> {
     fn stop_all<'a>(&'a self, pod: &'a Sandbox) -> futures_util::future::BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let mut errors = Vec::new();
-            for entry in self.of_pod(&pod.id) {
-                if let Err(e) = self.stop(&entry, 0).await {
-                    errors.push(e.to_string());
-                }
-            }
+            // All at once: each waits on systemd, not on the others.
+            let entries = self.of_pod(&pod.id);
+            let mut errors: Vec<Error> =
+                futures_util::future::join_all(entries.iter().map(|e| self.stop(e, 0)))
+                    .await
+                    .into_iter()
+                    .filter_map(Result::err)
+                    .collect();
             // The pod's /dev/shm goes with its last container.
             if let Err(e) = self
                 .hostns
                 .unmount(&files::shm_path(&self.settings.run_dir, &pod.id))
                 .await
             {
-                errors.push(e.to_string());
+                errors.push(e);
             }
-            if errors.is_empty() {
-                Ok(())
-            } else {
-                Err(Error::internal(errors.join("; ")))
-            }
+            Error::gather(errors)
         })
     }
 
@@ -507,28 +527,24 @@ impl<S: SystemdClient + Clone> Members for Containers<S> {
         pod: &'a Sandbox,
     ) -> futures_util::future::BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let mut errors = Vec::new();
-            for entry in self.of_pod(&pod.id) {
-                match self.remove(&entry).await {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == ErrorKind::NotFound => {}
-                    Err(e) => errors.push(e.to_string()),
-                }
-            }
+            let entries = self.of_pod(&pod.id);
+            let mut errors: Vec<Error> =
+                futures_util::future::join_all(entries.iter().map(|e| self.remove(e)))
+                    .await
+                    .into_iter()
+                    .filter_map(Result::err)
+                    .filter(|e| e.kind() != ErrorKind::NotFound)
+                    .collect();
             // The pod's own slice in a cpuacct hierarchy systemd does not
             // manage goes with its last container (kubelet's slices are
             // kubelet's to remove).
             if let (Some(root), true) = (&self.cpuacct_root, pod.config.cgroup_parent.is_empty()) {
                 let dir = cpuacct::dir(root, &crate::domain::slice::slice_cgroup_path(&pod.slice));
                 if let Err(e) = self.hostns.remove_dir(&dir).await {
-                    errors.push(e.to_string());
+                    errors.push(e);
                 }
             }
-            if errors.is_empty() {
-                Ok(())
-            } else {
-                Err(Error::internal(errors.join("; ")))
-            }
+            Error::gather(errors)
         })
     }
 }

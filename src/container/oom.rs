@@ -64,6 +64,9 @@ pub fn memory_dir(layout: Layout, cgroup_path: &str) -> Option<PathBuf> {
 /// A watch on one container: `seen` turns true at the first OOM kill.
 pub struct OomWatch {
     pub seen: Arc<AtomicBool>,
+    /// What its task holds open: an eventfd and memory.oom_control (v1),
+    /// an inotify (v2).
+    pub descriptors: usize,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -81,6 +84,10 @@ pub async fn watch(hostns: &HostNs, layout: Layout, cgroup_path: &str) -> Result
     };
     hostns.create_dir_all(&dir).await?;
     let seen = Arc::new(AtomicBool::new(false));
+    let descriptors = match layout {
+        Layout::V1 => 2,
+        _ => 1,
+    };
     let task = match layout {
         Layout::V1 => {
             let control = std::fs::File::open(dir.join("memory.oom_control"))
@@ -110,7 +117,11 @@ pub async fn watch(hostns: &HostNs, layout: Layout, cgroup_path: &str) -> Result
         }
         Layout::None => return Ok(None),
     };
-    Ok(Some(OomWatch { seen, task }))
+    Ok(Some(OomWatch {
+        seen,
+        descriptors,
+        task,
+    }))
 }
 
 async fn watch_v1(efd: OwnedFd, control: std::fs::File, dir: PathBuf, seen: Arc<AtomicBool>) {

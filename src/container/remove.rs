@@ -1,5 +1,5 @@
-//! RemoveContainer: stopped first if it runs, its unit stopped (the
-//! runtime deletes its state in ExecStopPost) and forgotten, its root
+//! RemoveContainer: stopped first if it runs, its unit stopped (crun
+//! deletes its state in ExecStopPost; runc's is deleted here) and forgotten, its root
 //! unmounted, its layers released, its bundle and record deleted. No
 //! failed unit is left behind.
 
@@ -87,12 +87,12 @@ impl<S: SystemdClient + Clone> Containers<S> {
     }
 
     /// The runtime's state of the container, once its unit has stopped.
-    /// The unit's `ExecStopPost=` deletes it, but runs in the unit's cgroup,
-    /// inside the pod's, and dies there: kubelet, cleaning up a pod's
-    /// slice alongside its RemoveContainer, SIGKILLs every process in it,
-    /// and `runc delete -f` kills every process of the container's cgroup,
-    /// itself among them. So what is left is deleted here; the common case
-    /// (crun) costs a stat.
+    /// runc's is deleted here always (its unit has no `ExecStopPost=`:
+    /// `unit::properties`). crun's unit deletes it in `ExecStopPost=`, but
+    /// that runs in the unit's cgroup, inside the pod's, and can die there:
+    /// kubelet, cleaning up a pod's slice alongside its RemoveContainer,
+    /// SIGKILLs every process in it. So what is left is deleted here; the
+    /// common case (crun) costs a stat.
     async fn delete_runtime_state(&self, c: &Container) -> Result<()> {
         let Some((_, handler)) = self.settings.runtime(&c.runtime_handler) else {
             return Ok(());

@@ -13,8 +13,9 @@
 //! file: the start fails and the status is gone.) `RemainAfterExit=` keeps
 //! a container that exited 0 loaded, and a failed unit stays loaded
 //! anyway, until RemoveContainer resets it: that is how an exit while the
-//! daemon is down is still known. The runtime deletes its state in
-//! `ExecStopPost=`. systemd owns the cgroup: the limits are unit
+//! daemon is down is still known. crun deletes its state in
+//! `ExecStopPost=`; runc's state the daemon deletes at RemoveContainer
+//! (`properties` says why). systemd owns the cgroup: the limits are unit
 //! properties, devices a strict allow list; the runtime manages none.
 
 use crate::settings::{RuntimeHandler, RuntimeKind};
@@ -111,14 +112,6 @@ pub fn properties(u: UnitSpec<'_>) -> Vec<(&'static str, Prop)> {
             "ExecStart",
             Prop::Exec(vec![command(u.runtime, &create, false)]),
         ),
-        (
-            "ExecStopPost",
-            Prop::Exec(vec![command(
-                u.runtime,
-                &[&log, "delete", "-f", u.id],
-                true,
-            )]),
-        ),
         // The stop signal to the container's process, everything left in
         // its cgroup killed at the end; an OOM kill of one process does not
         // stop the others (runc under containerd behaves so).
@@ -133,6 +126,23 @@ pub fn properties(u: UnitSpec<'_>) -> Vec<(&'static str, Prop)> {
         ("MemoryAccounting", Prop::Bool(true)),
         ("TasksAccounting", Prop::Bool(true)),
     ];
+    // crun deletes its state as the unit stops. runc does not: its delete
+    // runs in the unit's cgroup (systemd forks ExecStopPost= there), tries
+    // to remove that cgroup, finds itself in it (EBUSY) and tries again
+    // for 150 ms (10, 20, 40 and 80 ms apart) before it gives up, and
+    // every stop waited for it (RemoveContainer took 166 ms). The daemon
+    // deletes runc's state at RemoveContainer instead (`remove`), from
+    // outside the cgroup, as it did already where the delete was killed.
+    if u.runtime.kind() != Some(RuntimeKind::Runc) {
+        props.push((
+            "ExecStopPost",
+            Prop::Exec(vec![command(
+                u.runtime,
+                &[&log, "delete", "-f", u.id],
+                true,
+            )]),
+        ));
+    }
     match u.stdin {
         Some(fd) => props.push(("StandardInputFileDescriptor", Prop::Fd(fd))),
         None => props.push(("StandardInput", Prop::Str("null".into()))),
@@ -298,6 +308,10 @@ mod tests {
             .windows(2)
             .any(|w| w == ["--console-socket", "/run/c.sock"]));
         assert!(get(&props, "DevicePolicy").is_none());
+        assert!(
+            get(&props, "ExecStopPost").is_none(),
+            "runc's delete in the unit's cgroup waits 150 ms on itself"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use super::errors::{connection_lost, status_of};
 use crate::api::proxy::{system_connection, ManagerProxy};
 use crate::api::Client;
+use crate::bus_gate::BusGate;
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::Mutex;
@@ -13,6 +14,14 @@ use tonic::Status;
 
 pub struct Daemon {
     client: Mutex<Option<Client>>,
+    /// Calls in flight on `client` (`daemon_calls_max`), and on
+    /// `long_client`: each connection may wait on at most 128 replies
+    /// (dbus-daemon's max_replies_per_connection), past which the bus
+    /// refuses every call of it. A call beyond waits its turn; a refusal
+    /// that still comes (the call never reached podscoped) is repeated
+    /// with back-off (`bus_gate`).
+    gate: BusGate,
+    long_gate: BusGate,
     /// Upper bound for one D-Bus call; a longer wait is DEADLINE_EXCEEDED.
     call_timeout: Duration,
     /// Pulls and ExecSyncs on a connection of their own, with a bound to
@@ -26,9 +35,11 @@ pub struct Daemon {
 pub const LONG_CALL_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
 
 impl Daemon {
-    pub fn new(call_timeout: Duration) -> Self {
+    pub fn new(call_timeout: Duration, calls_max: usize) -> Self {
         Daemon {
             client: Mutex::new(None),
+            gate: BusGate::new(calls_max),
+            long_gate: BusGate::new(calls_max),
             call_timeout,
             long_client: Mutex::new(None),
         }
@@ -71,12 +82,18 @@ impl Daemon {
 
     /// Run one call to podscoped; a broken connection is dropped so the
     /// next call makes a new one.
-    pub async fn call<T, F, Fut>(&self, f: F) -> Result<T, zbus::Error>
+    pub async fn call<T, F, Fut>(&self, mut f: F) -> Result<T, zbus::Error>
     where
-        F: FnOnce(Client) -> Fut,
+        F: FnMut(Client) -> Fut,
         Fut: Future<Output = zbus::Result<T>>,
     {
-        let r = f(self.client().await?).await;
+        let client = self.client().await?;
+        let deadline = tokio::time::Instant::now() + self.call_timeout;
+        let r = self
+            .gate
+            .call("a call to podscoped", deadline, || f(client.clone()))
+            .await
+            .unwrap_or_else(|e| Err(refused(e)));
         if let Err(e) = &r {
             if connection_lost(e) {
                 tracing::warn!("system bus connection lost ({e}); reconnecting on the next call");
@@ -86,16 +103,27 @@ impl Daemon {
         r
     }
 
+    /// Calls in flight to podscoped now, and the most at once since start
+    /// (on the connection for pulls and execs too).
+    pub fn calls(&self) -> (crate::bus_gate::Figures, crate::bus_gate::Figures) {
+        (self.gate.figures(), self.long_gate.figures())
+    }
+
     /// A pull or an exec, on their connection, its error as a gRPC status.
-    pub async fn long_rpc<T, F, Fut>(&self, f: F) -> Result<T, Status>
+    pub async fn long_rpc<T, F, Fut>(&self, mut f: F) -> Result<T, Status>
     where
-        F: FnOnce(Client) -> Fut,
+        F: FnMut(Client) -> Fut,
         Fut: Future<Output = zbus::Result<T>>,
     {
         let c = Self::connect(&self.long_client, LONG_CALL_TIMEOUT)
             .await
             .map_err(|e| status_of(&e))?;
-        let r = f(c).await;
+        let deadline = tokio::time::Instant::now() + LONG_CALL_TIMEOUT;
+        let r = self
+            .long_gate
+            .call("a pull or exec in podscoped", deadline, || f(c.clone()))
+            .await
+            .unwrap_or_else(|e| Err(refused(e)));
         if let Err(e) = &r {
             if connection_lost(e) {
                 *self.long_client.lock().await = None;
@@ -107,9 +135,16 @@ impl Daemon {
     /// `call`, with the error already a gRPC status.
     pub async fn rpc<T, F, Fut>(&self, f: F) -> Result<T, Status>
     where
-        F: FnOnce(Client) -> Fut,
+        F: FnMut(Client) -> Fut,
         Fut: Future<Output = zbus::Result<T>>,
     {
         self.call(f).await.map_err(|e| status_of(&e))
     }
+}
+
+/// The gate's own failure (the bus refused throughout, or no slot within
+/// the call's bound) as the bus's refusal: podscoped never saw the call,
+/// and it reads as UNAVAILABLE (`errors::status_of`).
+fn refused(e: crate::Error) -> zbus::Error {
+    zbus::fdo::Error::LimitsExceeded(e.to_string()).into()
 }

@@ -3,7 +3,7 @@
 //! not running and not activatable, gone mid-call, the bus itself down —
 //! is UNAVAILABLE, so kubelet retries instead of giving up.
 
-use crate::api::errors::{is, kind_of};
+use crate::api::errors::{is, kind_of, BUS_LIMITS_EXCEEDED};
 use crate::error::ErrorKind;
 use tonic::{Code, Status};
 use zbus::DBusError;
@@ -26,6 +26,8 @@ pub fn code_of_kind(kind: ErrorKind) -> Code {
         ErrorKind::RegistryUnauthorized => Code::Unauthenticated,
         ErrorKind::RegistryDenied => Code::PermissionDenied,
         ErrorKind::RegistryUnavailable => Code::Unavailable,
+        // kubelet retries UNAVAILABLE: nothing was done that a retry repeats.
+        ErrorKind::Busy => Code::Unavailable,
         // As containerd answers a runtime's refusal.
         ErrorKind::RuntimeFailed => Code::Unknown,
         ErrorKind::NetworkFailed | ErrorKind::SystemdFailed | ErrorKind::Internal => Code::Internal,
@@ -51,6 +53,15 @@ fn code_of_bus_error(name: &str) -> Code {
     }
 }
 
+/// The bus would not carry the call (too many of this frontend's calls
+/// awaiting replies, past what `daemon_calls_max` and the retries in
+/// `daemon` allow): podscoped never saw it.
+fn bus_refused(msg: &str) -> Status {
+    Status::unavailable(format!(
+        "the system bus refused the call to podscoped (too many calls awaiting replies): {msg}"
+    ))
+}
+
 /// A failed call to podscoped as a gRPC status.
 pub fn status_of(e: &zbus::Error) -> Status {
     match e {
@@ -61,8 +72,10 @@ pub fn status_of(e: &zbus::Error) -> Status {
                 Some(kind) => code_of_kind(kind),
                 None => code_of_bus_error(name.as_str()),
             };
+            if name.as_str() == BUS_LIMITS_EXCEEDED {
+                bus_refused(&msg)
             // A registry out of reach is the daemon's answer, word for word.
-            if code == Code::Unavailable && kind.is_none() {
+            } else if code == Code::Unavailable && kind.is_none() {
                 Status::unavailable(format!("podscoped is not reachable: {name}: {msg}"))
             } else {
                 Status::new(code, msg)
@@ -72,7 +85,9 @@ pub fn status_of(e: &zbus::Error) -> Status {
             let name = f.name().to_string();
             let msg = f.description().unwrap_or_default().to_owned();
             let code = code_of_bus_error(&name);
-            if code == Code::Unavailable {
+            if name == BUS_LIMITS_EXCEEDED {
+                bus_refused(&msg)
+            } else if code == Code::Unavailable {
                 Status::unavailable(format!("podscoped is not reachable: {name}: {msg}"))
             } else {
                 Status::new(code, format!("{name}: {msg}"))
@@ -110,6 +125,7 @@ mod tests {
             (ErrorKind::AlreadyExists, Code::AlreadyExists),
             (ErrorKind::AccessDenied, Code::PermissionDenied),
             (ErrorKind::LimitsExceeded, Code::ResourceExhausted),
+            (ErrorKind::Busy, Code::Unavailable),
             (ErrorKind::Timeout, Code::DeadlineExceeded),
             (ErrorKind::InvalidState, Code::FailedPrecondition),
             (ErrorKind::NetworkFailed, Code::Internal),
@@ -166,6 +182,7 @@ mod tests {
         for name in [
             "org.freedesktop.DBus.Error.ServiceUnknown",
             "org.freedesktop.DBus.Error.NoReply",
+            "org.freedesktop.DBus.Error.LimitsExceeded",
             "org.freedesktop.DBus.Error.NameHasNoOwner",
             "org.freedesktop.DBus.Error.Spawn.ChildExited",
             "org.freedesktop.systemd1.UnitMasked",

@@ -68,7 +68,10 @@ impl ImageService for ImageApi {
         let images = self
             .0
             .daemon
-            .rpc(|c| async move { c.list_images(&filter).await })
+            .rpc(|c| {
+                let filter = &filter;
+                async move { c.list_images(filter).await }
+            })
             .await?;
         Ok(Response::new(cri::ListImagesResponse {
             images: images.into_iter().map(image_of).collect(),
@@ -84,7 +87,10 @@ impl ImageService for ImageApi {
         let r = self
             .0
             .daemon
-            .call(|c| async move { c.image_status(&name).await })
+            .call(|c| {
+                let name = &name;
+                async move { c.image_status(name).await }
+            })
             .await;
         match r {
             Ok((summary, info)) => Ok(Response::new(cri::ImageStatusResponse {
@@ -118,7 +124,10 @@ impl ImageService for ImageApi {
         let cri = Arc::clone(&self.0);
         let image = super::runtime::detached(async move {
             cri.daemon
-                .long_rpc(|c| async move { c.pull_image(&name, &options).await })
+                .long_rpc(|c| {
+                    let (name, options) = (&name, &options);
+                    async move { c.pull_image(name, options).await }
+                })
                 .await
         })
         .await?;
@@ -136,7 +145,10 @@ impl ImageService for ImageApi {
         super::runtime::detached(async move {
             match cri
                 .daemon
-                .call(|c| async move { c.remove_image(&name).await })
+                .call(|c| {
+                    let name = &name;
+                    async move { c.remove_image(name).await }
+                })
                 .await
             {
                 Ok(()) => Ok(()),

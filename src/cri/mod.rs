@@ -81,6 +81,7 @@ pub fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener> {
 pub async fn serve(
     listener: std::os::unix::net::UnixListener,
     call_timeout: std::time::Duration,
+    daemon_calls_max: usize,
     streaming: stream::StreamConfig,
     ready: impl FnOnce(),
     shutdown: impl Future<Output = ()>,
@@ -89,7 +90,7 @@ pub async fn serve(
         .set_nonblocking(true)
         .map_err(|e| Error::io("socket", e))?;
     let listener = UnixListener::from_std(listener).map_err(|e| Error::io("socket", e))?;
-    let daemon = Arc::new(daemon::Daemon::new(call_timeout));
+    let daemon = Arc::new(daemon::Daemon::new(call_timeout, daemon_calls_max));
     let (stream_server, stream_listener) = stream::StreamServer::bind(&streaming)?;
     tracing::info!("streaming server on {}", stream_server.base_url());
     tokio::spawn(stream_server.clone().serve(stream_listener, daemon.clone()));

@@ -37,6 +37,24 @@ impl Cri {
             stream,
         })
     }
+
+    /// The frontend's own figures for a verbose Status: its descriptors
+    /// (it holds none per pod or container: a socket per client, a few per
+    /// streaming session, its two bus connections) and its calls to
+    /// podscoped in flight.
+    fn frontend_json(&self) -> String {
+        let (calls, long) = self.daemon.calls();
+        serde_json::json!({
+            "descriptors_limit": crate::descriptors::limit(),
+            "descriptors_open": crate::descriptors::open_now(),
+            "daemon_calls_max": calls.max,
+            "daemon_calls_in_flight": calls.in_flight + long.in_flight,
+            "daemon_calls_peak": calls.peak,
+            "daemon_calls_waited": calls.waited + long.waited,
+            "daemon_refusals_retried": calls.refused_retried + long.refused_retried,
+        })
+        .to_string()
+    }
 }
 
 /// The CRI service over a shared `Cri` (mutating calls run in tasks that
@@ -208,10 +226,13 @@ impl Cri {
         detached(async move {
             let r = self
                 .daemon
-                .call(|m| async move {
-                    match what {
-                        Teardown::Stop => m.stop(&id).await,
-                        Teardown::Remove => m.remove(&id).await,
+                .call(|m| {
+                    let id = &id;
+                    async move {
+                        match what {
+                            Teardown::Stop => m.stop(id).await,
+                            Teardown::Remove => m.remove(id).await,
+                        }
                     }
                 })
                 .await;
@@ -494,6 +515,7 @@ impl RuntimeService for RuntimeApi {
             let mut out_info = HashMap::new();
             if verbose {
                 out_info.insert("info".to_owned(), convert::dict_json(&raw));
+                out_info.insert("frontend".to_owned(), self.0.frontend_json());
             }
             Ok(cri::StatusResponse {
                 status: Some(cri::RuntimeStatus { conditions }),

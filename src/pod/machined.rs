@@ -8,8 +8,10 @@
 //! machined is optional: without it (systemd-container not installed) pods
 //! work as before and the journal says so once.
 
+use crate::bus_gate::BusGate;
 use crate::domain::{machine, Sandbox};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use tokio::sync::OnceCell;
 use tracing::{info, warn};
 use zbus::Connection;
@@ -44,15 +46,18 @@ fn error_name(e: &zbus::Error) -> Option<&str> {
 pub struct Machined {
     /// None: a lifecycle without machined (its unit tests).
     conn: Option<Connection>,
+    /// Its calls take the daemon's bus permits as systemd's do.
+    gate: Arc<BusGate>,
     proxy: OnceCell<ManagerProxy<'static>>,
     /// "machined is not available" has been logged.
     said_absent: AtomicBool,
 }
 
 impl Machined {
-    pub fn new(conn: &Connection) -> Self {
+    pub fn new(conn: &Connection, gate: Arc<BusGate>) -> Self {
         Machined {
             conn: Some(conn.clone()),
+            gate,
             proxy: OnceCell::new(),
             said_absent: AtomicBool::new(false),
         }
@@ -62,6 +67,7 @@ impl Machined {
     pub fn disabled() -> Self {
         Machined {
             conn: None,
+            gate: Arc::new(BusGate::new(crate::bus_gate::DEFAULT_MAX)),
             proxy: OnceCell::new(),
             said_absent: AtomicBool::new(true),
         }
@@ -79,6 +85,20 @@ impl Machined {
                     .await
             })
             .await
+    }
+
+    /// One call under a permit of the daemon's bus gate; the gate's own
+    /// failure (no permit in time) reads as a failed call, which is logged
+    /// as machined's are: a pod runs whether or not machinectl lists it.
+    async fn gated<T, F, Fut>(&self, what: &str, call: F) -> zbus::Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = zbus::Result<T>>,
+    {
+        self.gate
+            .call_soon(what, call)
+            .await
+            .unwrap_or_else(|e| Err(zbus::Error::Failure(e.to_string())))
     }
 
     fn absent(&self, e: &zbus::Error) -> bool {
@@ -101,14 +121,16 @@ impl Machined {
         for name in machine::names(&c.namespace, &c.name, &sb.id) {
             let r = match self.proxy().await {
                 Ok(p) => {
-                    p.register_machine(
-                        name.clone(),
-                        id.clone(),
-                        SERVICE.into(),
-                        CLASS.into(),
-                        sb.init_pid,
-                        String::new(),
-                    )
+                    self.gated("RegisterMachine", || {
+                        p.register_machine(
+                            name.clone(),
+                            id.clone(),
+                            SERVICE.into(),
+                            CLASS.into(),
+                            sb.init_pid,
+                            String::new(),
+                        )
+                    })
                     .await
                 }
                 Err(e) => Err(e),
@@ -140,7 +162,12 @@ impl Machined {
             return;
         }
         let r = match self.proxy().await {
-            Ok(p) => p.unregister_machine(sb.machine.clone()).await,
+            Ok(p) => {
+                self.gated("UnregisterMachine", || {
+                    p.unregister_machine(sb.machine.clone())
+                })
+                .await
+            }
             Err(e) => Err(e),
         };
         match r {
@@ -157,7 +184,10 @@ impl Machined {
     /// podscoped or of machined).
     pub async fn is_registered(&self, sb: &Sandbox) -> bool {
         match self.proxy().await {
-            Ok(p) => p.get_machine(sb.machine.clone()).await.is_ok(),
+            Ok(p) => self
+                .gated("GetMachine", || p.get_machine(sb.machine.clone()))
+                .await
+                .is_ok(),
             Err(_) => false,
         }
     }

@@ -10,9 +10,13 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
-/// How long an unclaimed result is kept (a waiter always arrives within a
-/// method round-trip; this only bounds memory).
-const UNCLAIMED_TTL: Duration = Duration::from_secs(120);
+/// How long an unclaimed result is kept: a waiter arrives within a method
+/// round-trip, and most results are never claimed (jobs systemd queued by
+/// itself, a pod slice's start, a netns unit's stop left to systemd): a
+/// burst's hundreds must not outlive it long.
+const UNCLAIMED_TTL: Duration = Duration::from_secs(10);
+/// How often unclaimed results are looked at when no job comes.
+pub const PRUNE_EVERY: Duration = Duration::from_secs(5);
 
 #[derive(Default)]
 pub struct JobTracker {
@@ -43,6 +47,18 @@ impl JobTracker {
             .done
             .retain(|_, (_, at)| now.duration_since(*at) < UNCLAIMED_TTL);
         inner.done.insert(job.to_owned(), (result.to_owned(), now));
+    }
+
+    /// Drop unclaimed results past their time (also without new jobs).
+    pub fn prune(&self) {
+        let now = Instant::now();
+        let mut inner = self.inner.lock().unwrap();
+        inner
+            .done
+            .retain(|_, (_, at)| now.duration_since(*at) < UNCLAIMED_TTL);
+        if inner.done.is_empty() {
+            inner.done.shrink_to_fit();
+        }
     }
 
     /// Register interest in `job`; the result may already be there.

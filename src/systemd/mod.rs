@@ -5,18 +5,22 @@
 //! units into [`UnitEvent`]s for the lifecycle to reconcile.
 
 pub mod client;
+pub mod events;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod jobs;
 pub mod unit_path;
 
+use crate::api::errors::BUS_NO_REPLY;
+use crate::bus_gate::BusGate;
 use crate::error::{Error, Result};
+use events::UnitEvents;
 use futures_util::StreamExt;
 use jobs::JobTracker;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 use zbus::{Connection, MatchRule, MessageStream};
 use zbus_systemd::systemd1::{ManagerProxy, UnitProxy};
@@ -25,6 +29,9 @@ pub use client::SystemdClient;
 
 const SYSTEMD: &str = "org.freedesktop.systemd1";
 const NO_SUCH_UNIT: &str = "org.freedesktop.systemd1.NoSuchUnit";
+const UNIT_EXISTS: &str = "org.freedesktop.systemd1.UnitExists";
+/// How often a unit whose StartTransientUnit got no reply is looked at.
+const LOOK_AGAIN: Duration = Duration::from_millis(50);
 /// Only units with this prefix are tracked.
 const UNIT_PREFIX: &str = "podscope-";
 
@@ -87,6 +94,8 @@ pub struct ExecCommand {
 pub struct Systemd {
     conn: Connection,
     manager: ManagerProxy<'static>,
+    /// Every call to systemd takes one of its permits (`bus_gate`).
+    gate: Arc<BusGate>,
     jobs: Arc<JobTracker>,
     lost: Arc<Notify>,
 }
@@ -168,6 +177,20 @@ fn is_no_such_unit(e: &zbus::Error) -> bool {
     matches!(e, zbus::Error::MethodError(name, _, _) if name.as_str() == NO_SUCH_UNIT)
 }
 
+fn is_unit_exists(e: &zbus::Error) -> bool {
+    matches!(e, zbus::Error::MethodError(name, _, _) if name.as_str() == UNIT_EXISTS)
+}
+
+/// No reply came: the call may or may not have been carried out.
+fn is_no_reply(e: &zbus::Error) -> bool {
+    match e {
+        zbus::Error::MethodError(name, _, _) => name.as_str() == BUS_NO_REPLY,
+        zbus::Error::FDO(f) => matches!(**f, zbus::fdo::Error::NoReply(_)),
+        zbus::Error::InputOutput(io) => io.kind() == std::io::ErrorKind::TimedOut,
+        _ => false,
+    }
+}
+
 /// A unit's object vanished between GetUnit and a call on it.
 fn is_unknown_object(e: &zbus::Error) -> bool {
     matches!(e, zbus::Error::MethodError(name, _, _)
@@ -175,6 +198,11 @@ fn is_unknown_object(e: &zbus::Error) -> bool {
 }
 
 fn bus_err(step: &str, e: zbus::Error) -> Error {
+    // The bus refused it (past the gate's retries) or systemd did not
+    // answer: nothing says the call failed, a retry later may work.
+    if crate::bus_gate::refused_by_bus(&e) || is_no_reply(&e) {
+        return Error::busy(format!("{step}: {e}"));
+    }
     match e {
         zbus::Error::MethodError(name, desc, _) => Error::systemd(format!(
             "{step}: {}{}",
@@ -190,7 +218,8 @@ impl Systemd {
     /// Unit events are sent on `events`.
     pub async fn connect(
         conn: &Connection,
-        events: mpsc::UnboundedSender<UnitEvent>,
+        gate: Arc<BusGate>,
+        events: Arc<UnitEvents>,
     ) -> Result<Self> {
         let manager = ManagerProxy::new(conn)
             .await
@@ -231,12 +260,21 @@ impl Systemd {
 
         let lost = Arc::new(Notify::new());
         tokio::spawn(dispatch_jobs(job_removed, jobs.clone(), lost.clone()));
+        let weak = Arc::downgrade(&jobs);
+        tokio::spawn(async move {
+            while let Some(jobs) = weak.upgrade() {
+                jobs.prune();
+                drop(jobs);
+                tokio::time::sleep(jobs::PRUNE_EVERY).await;
+            }
+        });
         tokio::spawn(dispatch_unit_removed(unit_removed, events.clone()));
         tokio::spawn(dispatch_props(props_changed, events));
 
         Ok(Systemd {
             conn: conn.clone(),
             manager,
+            gate,
             jobs,
             lost,
         })
@@ -250,21 +288,75 @@ impl Systemd {
     }
 
     /// StartTransientUnit and wait for the job; any result but "done" is an
-    /// error carrying systemd's result.
+    /// error carrying systemd's result. A call that got no reply may have
+    /// made the unit: systemd is asked whether it exists before the unit
+    /// is started again, and one that does is waited for as the job would
+    /// have been.
     pub async fn start_transient(
         &self,
         unit: &str,
         props: Vec<(&str, Prop)>,
         timeout: Duration,
     ) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
         let props = props_to_values(props)
             .map_err(|e| bus_err(&format!("StartTransientUnit {unit}: properties"), e))?;
-        let job = self
-            .manager
-            .start_transient_unit(unit.to_owned(), "fail".into(), props, vec![])
-            .await
-            .map_err(|e| bus_err(&format!("StartTransientUnit {unit}"), e))?;
-        self.wait_job(unit, "start", &job, timeout).await
+        let step = format!("StartTransientUnit {unit}");
+        let mut looked = false;
+        loop {
+            let r = self
+                .gate
+                .call(&step, deadline, || {
+                    self.manager.start_transient_unit(
+                        unit.to_owned(),
+                        "fail".into(),
+                        props.clone(),
+                        vec![],
+                    )
+                })
+                .await?;
+            match r {
+                Ok(job) => {
+                    return self
+                        .wait_job(unit, "start", &job, deadline - tokio::time::Instant::now())
+                        .await
+                }
+                Err(e) if (is_no_reply(&e) && !looked) || (is_unit_exists(&e) && looked) => {
+                    looked = true;
+                    tracing::warn!(
+                        unit,
+                        "{step}: {e}: looking for the unit before starting it again"
+                    );
+                    if self.active_state(unit).await?.is_some() {
+                        return self.wait_started(unit, deadline).await;
+                    }
+                }
+                Err(e) => return Err(bus_err(&step, e)),
+            }
+        }
+    }
+
+    /// A unit whose start job is not ours to wait for (its
+    /// StartTransientUnit got no reply): up (active) or not by `deadline`.
+    async fn wait_started(&self, unit: &str, deadline: tokio::time::Instant) -> Result<()> {
+        loop {
+            match self.active_state(unit).await?.as_deref() {
+                Some("active") => return Ok(()),
+                Some("activating") | Some("reloading") => {}
+                state => {
+                    return Err(Error::systemd(format!(
+                        "start of {unit} (its StartTransientUnit got no reply) ended {} (see journalctl -u {unit})",
+                        state.unwrap_or("with the unit gone")
+                    )))
+                }
+            }
+            if tokio::time::Instant::now() + LOOK_AGAIN > deadline {
+                return Err(Error::timeout(format!(
+                    "start of {unit} (its StartTransientUnit got no reply) did not finish in time"
+                )));
+            }
+            tokio::time::sleep(LOOK_AGAIN).await;
+        }
     }
 
     /// Change a running unit's properties (not persisted by systemd: the
@@ -272,27 +364,41 @@ impl Systemd {
     pub async fn set_properties(&self, unit: &str, props: Vec<(&str, Prop)>) -> Result<()> {
         let props = props_to_values(props)
             .map_err(|e| bus_err(&format!("SetUnitProperties {unit}: properties"), e))?;
-        self.manager
-            .set_unit_properties(unit.to_owned(), true, props)
-            .await
-            .map_err(|e| bus_err(&format!("SetUnitProperties {unit}"), e))
+        let step = format!("SetUnitProperties {unit}");
+        self.gate
+            .call_soon(&step, || {
+                self.manager
+                    .set_unit_properties(unit.to_owned(), true, props.clone())
+            })
+            .await?
+            .map_err(|e| bus_err(&step, e))
     }
 
     /// Start a unit and wait for it to be up (already up is fine).
     pub async fn start_unit(&self, unit: &str, timeout: Duration) -> Result<()> {
+        // Starting a unit that is up already is a no-op: safe to repeat.
+        let deadline = tokio::time::Instant::now() + timeout;
+        let step = format!("StartUnit {unit}");
         let job = self
-            .manager
-            .start_unit(unit.to_owned(), "replace".into())
+            .gate
+            .call(&step, deadline, || {
+                self.manager.start_unit(unit.to_owned(), "replace".into())
+            })
+            .await?
+            .map_err(|e| bus_err(&step, e))?;
+        self.wait_job(unit, "start", &job, deadline - tokio::time::Instant::now())
             .await
-            .map_err(|e| bus_err(&format!("StartUnit {unit}"), e))?;
-        self.wait_job(unit, "start", &job, timeout).await
     }
 
     /// Stop a unit and wait for it to be down. A unit that does not exist is
     /// already stopped.
     pub async fn stop_unit(&self, unit: &str, timeout: Duration) -> Result<()> {
-        match self.enqueue_stop(unit).await? {
-            Some(job) => self.wait_job(unit, "stop", &job, timeout).await,
+        let deadline = tokio::time::Instant::now() + timeout;
+        match self.enqueue_stop(unit, deadline).await? {
+            Some(job) => {
+                self.wait_job(unit, "stop", &job, deadline - tokio::time::Instant::now())
+                    .await
+            }
             None => Ok(()),
         }
     }
@@ -300,19 +406,34 @@ impl Systemd {
     /// Stop a unit without waiting for its job: systemd finishes it. A
     /// unit that does not exist is already stopped.
     pub async fn queue_stop(&self, unit: &str) -> Result<()> {
-        self.enqueue_stop(unit).await.map(drop)
+        let deadline = tokio::time::Instant::now() + crate::bus_gate::DEFAULT_WAIT;
+        self.enqueue_stop(unit, deadline).await.map(drop)
     }
 
     /// StopUnit: its job, or None for a unit systemd does not know.
-    async fn enqueue_stop(&self, unit: &str) -> Result<Option<OwnedObjectPath>> {
-        match self
-            .manager
-            .stop_unit(unit.to_owned(), "replace".into())
-            .await
-        {
-            Ok(job) => Ok(Some(job)),
-            Err(e) if is_no_such_unit(&e) => Ok(None),
-            Err(e) => Err(bus_err(&format!("StopUnit {unit}"), e)),
+    /// Stopping is safe to repeat: a StopUnit with no reply is made again.
+    async fn enqueue_stop(
+        &self,
+        unit: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<OwnedObjectPath>> {
+        let step = format!("StopUnit {unit}");
+        let mut again = true;
+        loop {
+            let r = self
+                .gate
+                .call(&step, deadline, || {
+                    self.manager.stop_unit(unit.to_owned(), "replace".into())
+                })
+                .await?;
+            match r {
+                Ok(job) => return Ok(Some(job)),
+                Err(e) if is_no_such_unit(&e) => return Ok(None),
+                Err(e) if is_no_reply(&e) && std::mem::take(&mut again) => {
+                    tracing::warn!(unit, "{step}: {e}: asking again");
+                }
+                Err(e) => return Err(bus_err(&step, e)),
+            }
         }
     }
 
@@ -326,10 +447,13 @@ impl Systemd {
     }
 
     async fn kill(&self, unit: &str, whom: &str, signal: i32) -> Result<()> {
+        let step = format!("KillUnit {unit}");
         match self
-            .manager
-            .kill_unit(unit.to_owned(), whom.into(), signal)
-            .await
+            .gate
+            .call_soon(&step, || {
+                self.manager.kill_unit(unit.to_owned(), whom.into(), signal)
+            })
+            .await?
         {
             Ok(()) => Ok(()),
             Err(e) if is_no_such_unit(&e) => Ok(()),
@@ -339,74 +463,99 @@ impl Systemd {
             {
                 Ok(())
             }
-            Err(e) => Err(bus_err(&format!("KillUnit {unit}"), e)),
+            Err(e) => Err(bus_err(&step, e)),
         }
     }
 
     /// Drop the reference `AddRef=` took (an exec's unit is collected).
     pub async fn unref(&self, unit: &str) {
-        if let Err(e) = self.manager.unref_unit(unit.to_owned()).await {
-            if !is_no_such_unit(&e) {
-                tracing::debug!("UnrefUnit {unit}: {e}");
-            }
+        let step = format!("UnrefUnit {unit}");
+        match self
+            .gate
+            .call_soon(&step, || self.manager.unref_unit(unit.to_owned()))
+            .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) if is_no_such_unit(&e) => {}
+            Ok(Err(e)) => tracing::debug!("{step}: {e}"),
+            Err(e) => tracing::debug!("{e}"),
         }
     }
 
     /// Forget a failed unit (its result and exit status go with it); a unit
     /// systemd does not know, or one not failed, is left as it is.
     pub async fn reset_failed(&self, unit: &str) -> Result<()> {
-        match self.manager.reset_failed_unit(unit.to_owned()).await {
+        let step = format!("ResetFailedUnit {unit}");
+        match self
+            .gate
+            .call_soon(&step, || self.manager.reset_failed_unit(unit.to_owned()))
+            .await?
+        {
             Ok(()) => Ok(()),
             Err(e) if is_no_such_unit(&e) => Ok(()),
-            Err(e) => Err(bus_err(&format!("ResetFailedUnit {unit}"), e)),
+            Err(e) => Err(bus_err(&step, e)),
         }
     }
 
     /// A service's state and exit status; None when systemd does not know
     /// the unit.
     pub async fn service_status(&self, unit: &str) -> Result<Option<ServiceStatus>> {
-        let path = match self.manager.get_unit(unit.to_owned()).await {
-            Ok(p) => p,
-            Err(e) if is_no_such_unit(&e) => return Ok(None),
-            Err(e) => return Err(bus_err(&format!("GetUnit {unit}"), e)),
+        let Some(path) = self.unit_path(unit).await? else {
+            return Ok(None);
         };
         // Each property by itself, all at once: GetAll of a service is
         // some 250 properties (every Exec* array with it), ~2 ms of
         // systemd's time on a container's start path; these eight are a
         // few hundred bytes.
-        let get = |iface: &'static str, name: &'static str| {
-            let path = path.clone();
+        // Eight calls in flight, each under a permit of its own.
+        let step = format!("properties of {unit}");
+        let get = |(iface, name): (&'static str, &'static str)| {
+            let (path, step) = (&path, &step);
             async move {
-                let reply = self
-                    .conn
-                    .call_method(
-                        Some(SYSTEMD),
-                        &path,
-                        Some("org.freedesktop.DBus.Properties"),
-                        "Get",
-                        &(iface, name),
-                    )
-                    .await?;
-                reply.body().deserialize::<OwnedValue>()
+                self.gate
+                    .call_soon(step, || async {
+                        let reply = self
+                            .conn
+                            .call_method(
+                                Some(SYSTEMD),
+                                path,
+                                Some("org.freedesktop.DBus.Properties"),
+                                "Get",
+                                &(iface, name),
+                            )
+                            .await?;
+                        reply.body().deserialize::<OwnedValue>()
+                    })
+                    .await
             }
         };
         const UNIT: &str = "org.freedesktop.systemd1.Unit";
         const SERVICE: &str = "org.freedesktop.systemd1.Service";
-        let props = tokio::try_join!(
-            get(UNIT, "ActiveState"),
-            get(UNIT, "SubState"),
-            get(SERVICE, "Result"),
-            get(SERVICE, "MainPID"),
-            get(SERVICE, "ExecMainCode"),
-            get(SERVICE, "ExecMainStatus"),
-            get(SERVICE, "ExecMainStartTimestamp"),
-            get(SERVICE, "ExecMainExitTimestamp"),
-        );
-        let (active, sub, result, pid, code, status, started, exited) = match props {
-            Ok(p) => p,
-            Err(e) if is_no_such_unit(&e) || is_unknown_object(&e) => return Ok(None),
-            Err(e) => return Err(bus_err(&format!("properties of {unit}"), e)),
-        };
+        let replies = futures_util::future::join_all(
+            [
+                (UNIT, "ActiveState"),
+                (UNIT, "SubState"),
+                (SERVICE, "Result"),
+                (SERVICE, "MainPID"),
+                (SERVICE, "ExecMainCode"),
+                (SERVICE, "ExecMainStatus"),
+                (SERVICE, "ExecMainStartTimestamp"),
+                (SERVICE, "ExecMainExitTimestamp"),
+            ]
+            .map(get),
+        )
+        .await;
+        let mut values = Vec::with_capacity(replies.len());
+        for r in replies {
+            match r? {
+                Ok(v) => values.push(v),
+                Err(e) if is_no_such_unit(&e) || is_unknown_object(&e) => return Ok(None),
+                Err(e) => return Err(bus_err(&step, e)),
+            }
+        }
+        let [active, sub, result, pid, code, status, started, exited]: [OwnedValue; 8] = values
+            .try_into()
+            .expect("eight properties asked, eight values");
         let text = |v: OwnedValue| String::try_from(v).unwrap_or_default();
         Ok(Some(ServiceStatus {
             active_state: text(active),
@@ -441,10 +590,8 @@ impl Systemd {
 
     /// The ActiveState of a unit, or None when systemd does not know it.
     pub async fn active_state(&self, unit: &str) -> Result<Option<String>> {
-        let path = match self.manager.get_unit(unit.to_owned()).await {
-            Ok(p) => p,
-            Err(e) if is_no_such_unit(&e) => return Ok(None),
-            Err(e) => return Err(bus_err(&format!("GetUnit {unit}"), e)),
+        let Some(path) = self.unit_path(unit).await? else {
+            return Ok(None);
         };
         let proxy = UnitProxy::builder(&self.conn)
             .path(path)
@@ -453,19 +600,37 @@ impl Systemd {
             .build()
             .await
             .map_err(|e| bus_err("unit proxy", e))?;
-        match proxy.active_state().await {
+        let step = format!("ActiveState of {unit}");
+        match self.gate.call_soon(&step, || proxy.active_state()).await? {
             Ok(s) => Ok(Some(s)),
+            Err(e) if is_no_such_unit(&e) || is_unknown_object(&e) => Ok(None),
+            Err(e) => Err(bus_err(&step, e)),
+        }
+    }
+
+    /// GetUnit: the unit's object, or None when systemd does not know it.
+    async fn unit_path(&self, unit: &str) -> Result<Option<OwnedObjectPath>> {
+        let step = format!("GetUnit {unit}");
+        match self
+            .gate
+            .call_soon(&step, || self.manager.get_unit(unit.to_owned()))
+            .await?
+        {
+            Ok(p) => Ok(Some(p)),
             Err(e) if is_no_such_unit(&e) => Ok(None),
-            Err(e) => Err(bus_err(&format!("ActiveState of {unit}"), e)),
+            Err(e) => Err(bus_err(&step, e)),
         }
     }
 
     /// Loaded units matching `pattern`, with their ActiveState.
     pub async fn list_units(&self, pattern: &str) -> Result<HashMap<String, String>> {
         let units = self
-            .manager
-            .list_units_by_patterns(vec![], vec![pattern.to_owned()])
-            .await
+            .gate
+            .call_soon("ListUnitsByPatterns", || {
+                self.manager
+                    .list_units_by_patterns(vec![], vec![pattern.to_owned()])
+            })
+            .await?
             .map_err(|e| bus_err("ListUnitsByPatterns", e))?;
         Ok(units.into_iter().map(|u| (u.0, u.3)).collect())
     }
@@ -487,10 +652,7 @@ async fn dispatch_jobs(mut stream: MessageStream, jobs: Arc<JobTracker>, lost: A
     lost.notify_one();
 }
 
-async fn dispatch_unit_removed(
-    mut stream: MessageStream,
-    events: mpsc::UnboundedSender<UnitEvent>,
-) {
+async fn dispatch_unit_removed(mut stream: MessageStream, events: Arc<UnitEvents>) {
     // A message that fails to arrive whole is skipped, not the end of the
     // stream: only the connection's end ends it (dispatch_jobs reports that).
     while let Some(msg) = stream.next().await {
@@ -502,22 +664,18 @@ async fn dispatch_unit_removed(
             }
         };
         if let Ok((unit, _)) = msg.body().deserialize::<(String, OwnedObjectPath)>() {
-            if unit.starts_with(UNIT_PREFIX)
-                && events
-                    .send(UnitEvent {
-                        unit,
-                        active_state: None,
-                        sub_state: None,
-                    })
-                    .is_err()
-            {
-                return;
+            if unit.starts_with(UNIT_PREFIX) {
+                events.push(UnitEvent {
+                    unit,
+                    active_state: None,
+                    sub_state: None,
+                });
             }
         }
     }
 }
 
-async fn dispatch_props(mut stream: MessageStream, events: mpsc::UnboundedSender<UnitEvent>) {
+async fn dispatch_props(mut stream: MessageStream, events: Arc<UnitEvents>) {
     let prefix = format!(
         "{}{}",
         unit_path::UNIT_PATH_PREFIX,
@@ -549,16 +707,11 @@ async fn dispatch_props(mut stream: MessageStream, events: mpsc::UnboundedSender
             continue;
         }
         if let Some(unit) = unit_path::unit_from_path(path.as_str()) {
-            if events
-                .send(UnitEvent {
-                    unit,
-                    active_state: active,
-                    sub_state: sub,
-                })
-                .is_err()
-            {
-                return;
-            }
+            events.push(UnitEvent {
+                unit,
+                active_state: active,
+                sub_state: sub,
+            });
         }
     }
 }

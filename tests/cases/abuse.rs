@@ -4,6 +4,7 @@
 
 use crate::common::*;
 use futures_util::StreamExt;
+use crate::leftovers;
 use podscope::domain::config::{ANNOTATIONS_TOTAL_MAX, LABELS_TOTAL_MAX};
 use std::time::Duration;
 
@@ -201,8 +202,145 @@ async fn waits_are_capped_per_user() {
     lines.sort();
     assert_eq!(
         lines,
-        ["6 org.freedesktop.DBus.Error.LimitsExceeded", "64 ok"],
+        ["6 org.podscope.Sandbox1.Error.LimitsExceeded", "64 ok"],
         "{out}"
     );
     m.remove(&id).await.unwrap();
+}
+
+fn daemon_fds() -> usize {
+    let pid = sh("systemctl show -P MainPID podscoped").trim().to_owned();
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// 100 connections of nobody's, each with 100 List calls written and no
+/// reply ever read: the replies wait in dbus-daemon, not in the daemon,
+/// and root's pods are made, started, stopped and removed meanwhile, by
+/// the daemon's own calls to systemd, each once.
+#[tokio::test(flavor = "multi_thread")]
+async fn callers_that_never_read_their_replies_hold_up_no_one() {
+    let _cleanup = Cleanup::new();
+    let (m, _) = manager().await;
+    let (fds, rss) = (daemon_fds(), daemon_rss_kib());
+    let mut caller = std::process::Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .args([CALLER, "as-caller", "silent", "100", "100", "60000"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(caller.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "100 silent", "the bus took every connection");
+    let tag = uniq("unread");
+    let creates = (0..8).map(|i| {
+        let (m, tag) = (m.clone(), tag.clone());
+        async move {
+            let (id, _) = m
+                .create(&pod(&format!("{tag}-{i}")), &host_net())
+                .await
+                .unwrap();
+            m.start(&id).await.unwrap();
+            id
+        }
+    });
+    let ids = futures_util::future::join_all(creates).await;
+    for id in &ids {
+        assert_eq!(m.status(id).await.unwrap().state, State::Ready);
+        assert_eq!(
+            sh(&format!("systemctl is-active podscope-{id}.scope || true")).trim(),
+            "active"
+        );
+    }
+    for id in &ids {
+        m.stop(id).await.unwrap();
+        m.remove(id).await.unwrap();
+    }
+    let left = leftovers::pods(&m, "podscope-test").await;
+    assert!(left.is_empty(), "{left:#?}");
+    // The 10000 unread replies are dbus-daemon's to hold.
+    assert_eq!(daemon_fds(), fds);
+    let after = daemon_rss_kib();
+    assert!(
+        after <= rss + 8 * 1024,
+        "RSS went from {rss} KiB to {after} KiB"
+    );
+    caller.kill().unwrap();
+    let _ = caller.wait();
+    m.version().await.unwrap();
+}
+
+/// A caller that sends 40 Creates and Starts at once and is gone 300 ms
+/// later: every call the daemon took is carried out to its end (its own
+/// task) and none twice: each pod once, created or ready, each ready one
+/// with its one scope, nothing without a record; another caller is
+/// answered all the while, and everything is removed after.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_caller_that_hangs_up_mid_burst_loses_and_doubles_nothing() {
+    let _cleanup = Cleanup::new();
+    let (m, _) = manager().await;
+    let tag = uniq("hangup");
+    let caller = std::process::Command::new(CALLER)
+        .args(["as-caller", "hang-up", &tag, "40", "300"])
+        .spawn()
+        .unwrap();
+    // Answered while the burst runs.
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < Duration::from_millis(600) {
+        m.version().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(caller.wait_with_output().unwrap().status.success());
+    // Until what the daemon took has settled: the same pods in the same
+    // states twice, a second apart.
+    let snapshot = || async {
+        let mut v: Vec<(String, String, State)> = m
+            .list(&ListFilter::default())
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|s| s.name.starts_with(&tag))
+            .map(|s| (s.name, s.id, s.state))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    let mut last = snapshot().await;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = snapshot().await;
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    assert!(!last.is_empty(), "no Create got through before the hang-up");
+    let mut names: Vec<&String> = last.iter().map(|(n, _, _)| n).collect();
+    names.dedup();
+    assert_eq!(names.len(), last.len(), "a pod made twice: {last:?}");
+    for (name, id, state) in &last {
+        assert!(
+            matches!(state, State::Created | State::Ready),
+            "{name}: {state:?}"
+        );
+        let scope = sh(&format!("systemctl is-active podscope-{id}.scope || true"));
+        assert_eq!(
+            scope.trim() == "active",
+            *state == State::Ready,
+            "{name} is {state:?}, its scope {}",
+            scope.trim()
+        );
+    }
+    let left = leftovers::pods(&m, "podscope-test").await;
+    assert!(left.is_empty(), "{left:#?}");
+    for (_, id, _) in &last {
+        m.remove(id).await.unwrap();
+    }
+    let left = leftovers::pods(&m, "podscope-test").await;
+    assert!(left.is_empty(), "{left:#?}");
 }

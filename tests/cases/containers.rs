@@ -250,6 +250,60 @@ async fn removal_leaves_no_runtime_state(handler: &str, pid: NamespaceMode) {
         .collect();
     assert!(left.is_empty(), "cgroups left: {left:?}");
     m.remove(&pod).await.unwrap();
+    // The pod's slice goes with it from every hierarchy, those runc made
+    // it in (freezer, cpuset, net_cls, perf_event) among them.
+    let slices = sh(&format!(
+        "find /sys/fs/cgroup -mindepth 2 -type d -name 'podscope-{pod}.slice'"
+    ));
+    assert!(
+        slices.trim().is_empty(),
+        "the pod's slice outlived it: {slices}"
+    );
+}
+
+/// A pod's Remove removes its containers, and their objects leave the bus
+/// with them (they stayed exported, each with its record in memory).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pods_remove_takes_its_containers_objects_off_the_bus() {
+    let _cleanup = Cleanup::new();
+    let (m, conn) = manager().await;
+    pull_busybox(&m).await;
+    let pod = create_started(&m, "objects", host_net()).await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(run(&m, &pod, &format!("c{i}"), sh_cmd("exec sleep 600")).await);
+    }
+    let exported = |id: &str| {
+        let conn = conn.clone();
+        let path =
+            podscope::api::container_path(&podscope::domain::ContainerId::parse(id).unwrap());
+        async move {
+            conn.call_method(
+                Some(podscope::api::BUS_NAME),
+                path.as_str(),
+                Some("org.freedesktop.DBus.Properties"),
+                "GetAll",
+                &(podscope::api::CONTAINER_INTERFACE,),
+            )
+            .await
+            .is_ok()
+        }
+    };
+    for id in &ids {
+        assert!(exported(id).await, "{id} is exported while it runs");
+    }
+    m.stop(&pod).await.unwrap();
+    m.remove(&pod).await.unwrap();
+    let t0 = std::time::Instant::now();
+    for id in &ids {
+        while exported(id).await {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "container {id} is still exported after its pod's Remove"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@
 
 #[path = "../../src/bin/podscope-bench/failpoints.rs"]
 mod driver;
+use crate::leftovers;
 
 use podscope::failpoint;
 use std::path::Path;

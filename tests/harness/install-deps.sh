@@ -21,6 +21,7 @@ PKGS=(systemd dbus dbus-daemon polkitd iproute2 util-linux pkg-config procps
       crun runc          # the OCI runtimes containers run with (crun the default)
       gcc libc6-dev      # tests/images/standin.c, the stand-ins' one static program
       containerd         # make bench's anchor: containerd 1.6 with runc, same run
+      xz-utils           # make bench: containerd 2.3 from ../shared/tools, xz-packed
       git                # make dist
       debhelper lintian rpm)  # make deb, make rpm (rpmbuild) and their tests
 [[ ${1:-} == build ]] && PKGS=("${BUILD_PKGS[@]}")

@@ -262,3 +262,96 @@ pub fn runtime_status_flood_row(t: &mut Table) {
         Duration::from_millis(1),
     );
 }
+
+/// The system bus's socket, for a client that speaks the wire itself.
+const SYSTEM_BUS: &str = "/run/dbus/system_bus_socket";
+
+/// A bus connection made by hand (SASL EXTERNAL, then Hello) that, once
+/// authenticated, writes `calls` List calls to the daemon and never reads
+/// a byte again: every reply, and Hello's, waits in dbus-daemon.
+fn silent_connection(calls: usize) -> std::io::Result<std::os::unix::net::UnixStream> {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(SYSTEM_BUS)?;
+    let uid: String = format!("{}", nix::unistd::getuid())
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    s.write_all(format!("\0AUTH EXTERNAL {uid}\r\n").as_bytes())?;
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        s.read_exact(&mut b)?;
+        line.push(b[0]);
+    }
+    if !line.starts_with(b"OK ") {
+        return Err(std::io::Error::other(format!(
+            "the bus refused: {}",
+            String::from_utf8_lossy(&line)
+        )));
+    }
+    s.write_all(b"BEGIN\r\n")?;
+    let hello = zbus::Message::method_call("/org/freedesktop/DBus", "Hello")
+        .and_then(|m| m.destination("org.freedesktop.DBus"))
+        .and_then(|m| m.interface("org.freedesktop.DBus"))
+        .and_then(|m| m.build(&()))
+        .map_err(std::io::Error::other)?;
+    s.write_all(hello.data())?;
+    let filter: HashMap<&str, Value<'_>> = HashMap::new();
+    for _ in 0..calls {
+        let list = zbus::Message::method_call(MANAGER_PATH, "List")
+            .and_then(|m| m.destination(BUS_NAME))
+            .and_then(|m| m.interface(MANAGER_INTERFACE))
+            .and_then(|m| m.build(&(&filter,)))
+            .map_err(std::io::Error::other)?;
+        s.write_all(list.data())?;
+    }
+    Ok(s)
+}
+
+/// The caller's side: `conns` connections that each make `calls` List
+/// calls and never read their replies, held for `hold_ms`. Prints
+/// "<n> silent" once all are made (how many the bus took).
+pub async fn silent(conns: usize, calls: usize, hold_ms: u64) {
+    let mut held = Vec::new();
+    for _ in 0..conns {
+        match silent_connection(calls) {
+            Ok(s) => held.push(s),
+            Err(e) => {
+                eprintln!("silent connection: {e}");
+                break;
+            }
+        }
+    }
+    println!("{} silent", held.len());
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    tokio::time::sleep(Duration::from_millis(hold_ms)).await;
+    drop(held);
+}
+
+/// The caller's side: `pods` pods (host network, named
+/// `<prefix>-<i>`) created and started, all at once on one connection,
+/// and the process gone `after_ms` later, with most of them in flight.
+pub async fn hang_up(prefix: &str, pods: usize, after_ms: u64) {
+    let conn = zbus::Connection::system().await.expect("system bus");
+    let one = |i: usize| {
+        let conn = conn.clone();
+        let name = format!("{prefix}-{i}");
+        async move {
+            let options = HashMap::from([("network", Value::from("host"))]);
+            let body = (name.as_str(), "abuse", "u", 0u32, options);
+            if let Ok(reply) = call(&conn, "Create", &body).await {
+                if let Ok((id, _)) = reply
+                    .body()
+                    .deserialize::<(String, zbus::zvariant::OwnedObjectPath)>()
+                {
+                    let _ = call(&conn, "Start", &(id.as_str(),)).await;
+                }
+            }
+        }
+    };
+    let all = futures_util::future::join_all((0..pods).map(one));
+    let _ = tokio::time::timeout(Duration::from_millis(after_ms), all).await;
+    // Gone without a word: the connection closes with the process.
+    std::process::exit(0);
+}

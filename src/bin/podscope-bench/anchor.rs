@@ -103,7 +103,24 @@ pub struct Figures {
 
 /// Start the containerd anchor: its target.
 pub fn start_containerd() -> Target {
-    script("start");
+    start_containerd_from(None, "containerd 1.6 + runc")
+}
+
+/// Start containerd 2.3 as the anchor (the script's same names: one of
+/// the two runs at a time): the binaries unpacked into the directory
+/// `CONTAINERD_2_3` names (`make bench` sets it).
+pub fn start_containerd_2_3() -> Target {
+    let dir = PathBuf::from(
+        std::env::var_os("CONTAINERD_2_3")
+            .unwrap_or_else(|| panic!("CONTAINERD_2_3 is not set (make bench sets it)")),
+    );
+    let bin = dir.join("containerd");
+    assert!(bin.is_file(), "{} does not exist", bin.display());
+    start_containerd_from(Some(&bin), "containerd 2.3 + runc")
+}
+
+fn start_containerd_from(binary: Option<&Path>, name: &str) -> Target {
+    script_with("start", binary);
     let env = script("env");
     let var = |k: &str| {
         env.lines()
@@ -112,7 +129,7 @@ pub fn start_containerd() -> Target {
             .to_owned()
     };
     Target {
-        name: "containerd 1.6 + runc".into(),
+        name: name.into(),
         socket: PathBuf::from(
             var("ANCHOR_ENDPOINT")
                 .strip_prefix("unix://")
@@ -143,7 +160,16 @@ pub fn stop_containerd() {
 
 /// `containerd.sh VERB`: its stdout; its stderr passes through.
 fn script(verb: &str) -> String {
-    let out = Command::new(SCRIPT)
+    script_with(verb, None)
+}
+
+/// `containerd.sh VERB` with `CONTAINERD=binary` when given.
+fn script_with(verb: &str, binary: Option<&Path>) -> String {
+    let mut cmd = Command::new(SCRIPT);
+    if let Some(b) = binary {
+        cmd.env("CONTAINERD", b);
+    }
+    let out = cmd
         .arg(verb)
         .stderr(std::process::Stdio::inherit())
         .output()

@@ -12,9 +12,8 @@
 
 use podscope::api::image::PullOptions;
 use podscope::api::{proxy::system_connection, Client, CreateOptions, ListFilter, PodMetadata};
-use podscope::domain::State;
 use podscope::failpoint;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -136,7 +135,7 @@ pub async fn run_images(daemon: &Path, image: &str) -> Report {
         }
         let others = layers_of_others(&m, image).await;
         forget_image(&m, image).await;
-        let left: Vec<String> = dir_names(&format!("{IMAGE_STORE}/layers"), "")
+        let left: Vec<String> = super::leftovers::dir_names(&format!("{IMAGE_STORE}/layers"), "")
             .into_iter()
             .filter(|l| !others.contains(l))
             .collect();
@@ -201,7 +200,7 @@ pub async fn run_containers(daemon: &Path, image: &str) -> Report {
         report.kills += killed.len();
         report.covered.extend(killed);
         let m = restart_clean().await;
-        let found = container_leftovers(&m).await;
+        let found = super::leftovers::containers(&m).await;
         report
             .leaks
             .extend(found.into_iter().map(|l| format!("{name}: {l}")));
@@ -249,7 +248,7 @@ pub async fn run_containers(daemon: &Path, image: &str) -> Report {
             }
         }
         m.remove(&pod).await.unwrap();
-        let mut found = container_leftovers(&m).await;
+        let mut found = super::leftovers::containers(&m).await;
         for id in &ids {
             let cgroups = cgroups_of(id);
             if !cgroups.is_empty() {
@@ -312,111 +311,6 @@ fn container_options() -> podscope::api::container::ContainerOptions {
 
 /// Every container unit, root mount, bundle, run directory and runtime
 /// state on the node checked against the container records.
-async fn container_leftovers(m: &Client) -> Vec<String> {
-    use podscope::domain::container::ContainerState as S;
-    let mut records = BTreeMap::new();
-    for c in m
-        .list_containers(&Default::default())
-        .await
-        .unwrap_or_default()
-    {
-        if let Ok(st) = m.container_status(&c.id).await {
-            records.insert(c.id.clone(), st);
-        }
-    }
-    let mut found = Vec::new();
-    let units: BTreeMap<String, String> =
-        sh("systemctl list-units --all --plain --no-legend 'podscope-ctr-*'")
-            .lines()
-            .filter_map(|l| {
-                let mut w = l.split_whitespace();
-                let unit = w.next()?.to_owned();
-                let active = w.nth(1)?.to_owned();
-                Some((unit, active))
-            })
-            .collect();
-    for (unit, active) in &units {
-        let id = unit
-            .trim_start_matches("podscope-ctr-")
-            .trim_end_matches(".service");
-        match records.get(id) {
-            None => found.push(format!("unit {unit} ({active}) without a record")),
-            Some(st) if st.state == S::Created && active == "active" => {
-                found.push(format!("unit {unit} active for a created record"))
-            }
-            _ => {}
-        }
-    }
-    for (id, st) in &records {
-        let unit = format!("podscope-ctr-{id}.service");
-        if st.state == S::Running {
-            let pid = sh(&format!("systemctl show -P MainPID {unit}"));
-            if pid.trim() != st.main_pid.to_string() {
-                found.push(format!(
-                    "running {id}: its unit's main PID is {} not {}",
-                    pid.trim(),
-                    st.main_pid
-                ));
-            }
-        }
-        let mounted = std::fs::read_to_string("/proc/self/mountinfo")
-            .unwrap_or_default()
-            .contains(&format!("/containers/{id}/rootfs"));
-        if st.state == S::Created && mounted {
-            found.push(format!("created {id} has its root mounted"));
-        }
-        if st.state == S::Running && !mounted {
-            found.push(format!("running {id} has no root mounted"));
-        }
-        // Running in the record, and in truth: not a process `create`
-        // left waiting for a `start` that never came (the pods here use
-        // crun, whose state is in /run/crun).
-        if st.state == S::Running {
-            let said = sh(&format!("crun state {id} 2>&1"));
-            let status = serde_json::from_str::<serde_json::Value>(&said)
-                .ok()
-                .and_then(|v| v.get("status")?.as_str().map(str::to_owned));
-            if status.as_deref() == Some("created") {
-                found.push(format!(
-                    "running {id} was never started (crun state: created)"
-                ));
-            }
-        }
-    }
-    for id in dir_names("/var/lib/podscope/containers", "") {
-        if !records.contains_key(&id) {
-            found.push(format!("bundle {id} without a record"));
-        }
-    }
-    for line in std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-    {
-        if let Some(rest) = line.split_whitespace().nth(4) {
-            if let Some(id) = rest
-                .strip_prefix("/var/lib/podscope/containers/")
-                .and_then(|r| r.strip_suffix("/rootfs"))
-            {
-                if !records.contains_key(id) {
-                    found.push(format!("root of {id} mounted without a record"));
-                }
-            }
-        }
-    }
-    for dir in ["/run/podscope/containers", "/run/crun", "/run/runc"] {
-        for id in dir_names(dir, "") {
-            if id.len() == 64 && !records.contains_key(&id) {
-                found.push(format!("{dir}/{id} without a record"));
-            }
-        }
-    }
-    let execs = sh("systemctl list-units --all --plain --no-legend 'podscope-exec-*'");
-    if !execs.trim().is_empty() {
-        found.push(format!("exec units left: {}", execs.trim()));
-    }
-    found
-}
-
 /// Remove the image if present, then wait for the collection to take
 /// its layers (30 s at most). Other images' layers stay.
 async fn forget_image(m: &Client, image: &str) {
@@ -454,7 +348,7 @@ async fn layers_of_others(m: &Client, image: &str) -> BTreeSet<String> {
 /// are missing, an image half there.
 async fn store_leftovers(m: &Client) -> Vec<String> {
     let mut out = Vec::new();
-    for l in dir_names(&format!("{IMAGE_STORE}/layers"), "") {
+    for l in super::leftovers::dir_names(&format!("{IMAGE_STORE}/layers"), "") {
         let d = format!("{IMAGE_STORE}/layers/{l}");
         if !Path::new(&format!("{d}/layer.json")).is_file()
             || !Path::new(&format!("{d}/root")).is_dir()
@@ -462,7 +356,7 @@ async fn store_leftovers(m: &Client) -> Vec<String> {
             out.push(format!("half layer {l}"));
         }
     }
-    let tmp = dir_names(&format!("{IMAGE_STORE}/tmp"), "");
+    let tmp = super::leftovers::dir_names(&format!("{IMAGE_STORE}/tmp"), "");
     if !tmp.is_empty() {
         out.push(format!("tmp/ holds {tmp:?} after a start"));
     }
@@ -623,7 +517,7 @@ static UNPINNED_AT_DEATH: std::sync::Mutex<BTreeSet<String>> =
 
 fn note_unpinned_at_death() {
     let mut unpinned = UNPINNED_AT_DEATH.lock().unwrap();
-    for name in dir_names("/var/lib/podscope/networks", "") {
+    for name in super::leftovers::dir_names("/var/lib/podscope/networks", "") {
         let Some(id) = name.strip_suffix(".json") else {
             continue;
         };
@@ -753,124 +647,13 @@ async fn remove_ours(m: &Client) -> Vec<String> {
 async fn converged(m: &Client) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut found = loop {
-        let found = leftovers(m).await;
+        let found = super::leftovers::pods(m, NETWORK).await;
         if found.is_empty() || Instant::now() > deadline {
             break found;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     found.extend(dels_without_a_namespace());
-    found
-}
-
-/// Every podscope object on the node checked against the records.
-async fn leftovers(m: &Client) -> Vec<String> {
-    let mut records = BTreeMap::new();
-    for s in m.list(&ListFilter::default()).await.unwrap() {
-        if let Ok(st) = m.status(&s.id).await {
-            records.insert(s.id.clone(), st);
-        }
-    }
-    let state = |id: &str| records.get(id).map(|s| s.state);
-    let mut found = Vec::new();
-    let active = |pattern: &str| -> BTreeSet<String> {
-        sh(&format!(
-            "systemctl list-units --plain --no-legend --state=active '{pattern}'"
-        ))
-        .lines()
-        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
-        .collect()
-    };
-    let scopes = active("podscope-*.scope");
-    let netns_units = active("podscope-netns@*.service");
-    for unit in &scopes {
-        let id = unit
-            .trim_start_matches("podscope-")
-            .trim_end_matches(".scope");
-        if state(id) != Some(State::Ready) {
-            found.push(format!(
-                "scope {unit} without a ready record ({:?})",
-                state(id)
-            ));
-        }
-    }
-    for unit in &netns_units {
-        let id = unit
-            .trim_start_matches("podscope-netns@")
-            .trim_end_matches(".service");
-        if !matches!(state(id), Some(State::Created | State::Ready)) {
-            found.push(format!("{unit} without a live record ({:?})", state(id)));
-        }
-    }
-    for id in dir_names("/run/netns", "podscope-") {
-        if !netns_units.contains(&format!("podscope-netns@{id}.service")) {
-            found.push(format!(
-                "namespace /run/netns/podscope-{id} not pinned by its unit"
-            ));
-        }
-    }
-    for file in dir_names("/var/lib/podscope/networks", "") {
-        let id = file.trim_end_matches(".json");
-        match records.get(id) {
-            Some(st) if st.state != State::NotReady && st.network_attached => {}
-            other => found.push(format!(
-                "attachment {file} without an attached live record ({:?})",
-                other.map(|s| s.state)
-            )),
-        }
-    }
-    for (ip, owner) in host_local_owners() {
-        if !Path::new(&format!("/var/lib/podscope/networks/{owner}.json")).exists() {
-            found.push(format!("IP lease {ip} of {owner} without an attachment"));
-        }
-    }
-    // A pod without a cgroup parent has a slice of its own, stopped when
-    // the pod is removed.
-    for unit in sh("systemctl list-units --all --plain --no-legend 'podscope-*.slice'")
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-    {
-        let id = unit
-            .trim_start_matches("podscope-")
-            .trim_end_matches(".slice");
-        if id.len() == 64 && !records.contains_key(id) {
-            found.push(format!("slice {unit} without a record"));
-        }
-    }
-    for id in dir_names("/run/podscope/sandboxes", "") {
-        if !records.contains_key(&id) {
-            found.push(format!(
-                "pod files /run/podscope/sandboxes/{id} without a record"
-            ));
-        }
-    }
-    for line in sh("pgrep -a podscope-init || true").lines() {
-        let id = line
-            .split_whitespace()
-            .skip_while(|w| *w != "--id")
-            .nth(1)
-            .unwrap_or("");
-        if state(id) != Some(State::Ready) {
-            found.push(format!("podscope-init without a ready record: {line}"));
-        }
-    }
-    for (id, st) in &records {
-        if st.state == State::Ready {
-            for f in [&st.resolv_conf_path, &st.hostname_path] {
-                if f.is_empty() || !Path::new(f).exists() {
-                    found.push(format!("ready pod {id} lacks its file {f:?}"));
-                }
-            }
-            if !scopes.contains(&format!("podscope-{id}.scope")) {
-                found.push(format!("ready pod {id} has no active scope"));
-            }
-        }
-        if st.network_attached
-            && !Path::new(&format!("/var/lib/podscope/networks/{id}.json")).exists()
-        {
-            found.push(format!("pod {id} says attached but has no attachment"));
-        }
-    }
     found
 }
 
@@ -908,41 +691,12 @@ fn dels_without_a_namespace() -> Vec<String> {
     found
 }
 
-/// (address, owner id) of host-local's leases on the test network.
-fn host_local_owners() -> Vec<(String, String)> {
-    dir_names(&format!("/var/lib/cni/networks/{NETWORK}"), "")
-        .into_iter()
-        .filter(|n| n.parse::<std::net::IpAddr>().is_ok())
-        .filter_map(|ip| {
-            let text =
-                std::fs::read_to_string(format!("/var/lib/cni/networks/{NETWORK}/{ip}")).ok()?;
-            Some((ip, text.lines().next()?.trim().to_owned()))
-        })
-        .collect()
-}
-
 fn host_local_leases(id: &str) -> Vec<String> {
-    host_local_owners()
+    super::leftovers::host_local_owners(NETWORK)
         .into_iter()
         .filter(|(_, owner)| owner == id)
         .map(|(ip, _)| ip)
         .collect()
-}
-
-/// Names in `dir` starting with `prefix`, the prefix cut off.
-fn dir_names(dir: &str, prefix: &str) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter_map(|e| {
-                    e.file_name()
-                        .to_str()
-                        .and_then(|n| n.strip_prefix(prefix))
-                        .map(str::to_owned)
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn sh(cmd: &str) -> String {

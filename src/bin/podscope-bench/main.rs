@@ -8,9 +8,15 @@ mod clients;
 mod containers;
 mod crash;
 mod failpoints;
+mod fullnode;
 mod images;
 mod kubelet;
 mod kubelet_client;
+// Shared by path with tests/load, which uses the rest of them.
+#[allow(dead_code)]
+mod leftovers;
+#[allow(dead_code)]
+mod node_load;
 mod streaming;
 
 use k8s_cri::v1 as cri;
@@ -209,7 +215,8 @@ async fn main() {
     // (exec, attach and port-forward against containerd's), containers
     // (also named anchor: podscope's container figures with crun and runc
     // against containerd's, all taken in this run), kubelet (a real
-    // kubelet driving containerd, then podscope).
+    // kubelet driving containerd, then podscope), fullnode (110 pods x 4
+    // containers created and drained on containerd 1.6, 2.3 and podscope).
     let only: Vec<String> = std::env::args().skip(1).collect();
     if only.first().map(String::as_str) == Some("as-caller") {
         return as_caller(&only[1..]).await;
@@ -280,6 +287,9 @@ async fn main() {
     }
     if run("streaming") {
         streaming::run(&mut t).await;
+    }
+    if run("fullnode") {
+        fullnode::run(&mut t).await;
     }
     println!();
     t.print();
@@ -386,6 +396,8 @@ async fn as_caller(args: &[String]) {
         Some("waits") => abuse::waits(&args[1], n(2)).await,
         Some("runtime-status") => abuse::runtime_status_flood(n(1)).await,
         Some("runtime-status-each") => abuse::runtime_status_each(n(1)).await,
+        Some("silent") => abuse::silent(n(1), n(2), n(3) as u64).await,
+        Some("hang-up") => abuse::hang_up(&args[1], n(2), n(3) as u64).await,
         other => panic!("as-caller: unknown {other:?}"),
     }
 }

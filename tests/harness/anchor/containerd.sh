@@ -11,6 +11,12 @@
 #   containerd.sh env      print ANCHOR_ENDPOINT, ANCHOR_UNIT and ANCHOR_SLICE
 #                          (the cgroup parent for pods of one's own), for `eval`
 #
+#   CONTAINERD=PATH        another containerd than Debian's (containerd 2.3
+#                          from ../shared/tools, unpacked: make bench); its
+#                          containerd-shim-runc-v2 beside it is the one used.
+#                          Its config is the same (version 2, which 2.x
+#                          migrates); one anchor runs at a time.
+#
 # What is its own, so that nothing is shared with podscope:
 #   unit      containerd-anchor.service (transient; containerd and its shims)
 #   socket    /run/containerd-anchor/containerd.sock (ANCHOR_ENDPOINT)
@@ -34,6 +40,7 @@
 set -euo pipefail
 
 UNIT=containerd-anchor
+CONTAINERD=${CONTAINERD:-/usr/bin/containerd}
 STATE=/run/containerd-anchor
 ROOT=/var/lib/containerd-anchor
 CONF=/etc/containerd-anchor
@@ -176,7 +183,7 @@ EOF
 
 start() {
     [[ $EUID -eq 0 ]] || fail "must run as root"
-    command -v containerd >/dev/null || fail "containerd is not installed (tests/harness/install-deps.sh)"
+    [[ -x $CONTAINERD ]] || fail "$CONTAINERD is not there (containerd: tests/harness/install-deps.sh)"
     [[ -x /usr/bin/runc ]] || fail "runc is not installed (tests/harness/install-deps.sh)"
     [[ -x $CRICTL ]] || fail "crictl not found at $CRICTL (set CRICTL=)"
     command -v jq >/dev/null || fail "jq is missing (tests/harness/install-deps.sh)"
@@ -205,11 +212,13 @@ start() {
     # task or file limits, out of the OOM killer's way (where
     # CAP_SYS_RESOURCE allows: systemd ignores the setting otherwise).
     systemctl reset-failed "$UNIT" 2>/dev/null || true
-    systemd-run --quiet --unit="$UNIT" --description="containerd 1.6 + runc (podscope bench anchor)" \
+    # Its own shim (beside it) first in PATH.
+    systemd-run --quiet --unit="$UNIT" --description="containerd + runc (podscope bench anchor)" \
+        --setenv=PATH="$(dirname "$CONTAINERD"):/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
         --property=Type=notify --property=Delegate=yes --property=KillMode=control-group \
         --property=TasksMax=infinity --property=LimitNOFILE=1048576 --property=LimitNPROC=infinity \
         --property=LimitCORE=infinity --property=OOMScoreAdjust=-999 \
-        /usr/bin/containerd --config "$CONF/config.toml" \
+        "$CONTAINERD" --config "$CONF/config.toml" \
         || { journalctl -u "$UNIT" --no-pager -n 40 >&2; fail "containerd did not start"; }
 
     # Ready once the CRI answers and reports runtime and network ready.
@@ -217,7 +226,7 @@ start() {
     for _ in $(seq 150); do
         if info=$(crictl info 2>/dev/null) &&
             [[ $(jq -r '[.status.conditions[] | select(.status == true)] | length' <<<"$info") -ge 2 ]]; then
-            say "containerd $(containerd --version | awk '{print $3}') + $(runc --version | head -n1 | awk '{print $3}') on $ENDPOINT"
+            say "containerd $("$CONTAINERD" --version | awk '{print $3}') + $(runc --version | head -n1 | awk '{print $3}') on $ENDPOINT"
             return 0
         fi
         systemctl is-active --quiet "$UNIT" || break
