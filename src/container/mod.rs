@@ -528,22 +528,15 @@ impl<S: SystemdClient + Clone> Members for Containers<S> {
     ) -> futures_util::future::BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             let entries = self.of_pod(&pod.id);
-            let mut errors: Vec<Error> =
+            let errors: Vec<Error> =
                 futures_util::future::join_all(entries.iter().map(|e| self.remove(e)))
                     .await
                     .into_iter()
                     .filter_map(Result::err)
                     .filter(|e| e.kind() != ErrorKind::NotFound)
                     .collect();
-            // The pod's own slice in a cpuacct hierarchy systemd does not
-            // manage goes with its last container (kubelet's slices are
-            // kubelet's to remove).
-            if let (Some(root), true) = (&self.cpuacct_root, pod.config.cgroup_parent.is_empty()) {
-                let dir = cpuacct::dir(root, &crate::domain::slice::slice_cgroup_path(&pod.slice));
-                if let Err(e) = self.hostns.remove_dir(&dir).await {
-                    errors.push(e);
-                }
-            }
+            // The pod's own slice in hierarchies systemd does not manage
+            // goes with the pod (`pod::remove`).
             Error::gather(errors)
         })
     }

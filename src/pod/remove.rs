@@ -41,6 +41,17 @@ impl<S: SystemdClient> Pods<S> {
             {
                 warn!(sandbox_id = %id, "sandbox {id}: stop its slice {}: {e}", sb.slice);
             }
+            // systemd removes the slice's cgroups in the hierarchies it
+            // manages; runc makes it in the v1 hierarchies systemd does
+            // not (cpuset, freezer, net_cls, perf_event, hugetlb), and the
+            // daemon in a cpuacct one apart from cpu (`container::cpuacct`):
+            // those are left, empty, for the daemon to remove.
+            let left = v1_leftovers(&slice::slice_cgroup_path(&sb.slice));
+            if let (Some(hostns), false) = (self.hostns.get(), left.is_empty()) {
+                if let Err(e) = hostns.remove_dirs(&left).await {
+                    warn!(sandbox_id = %id, "sandbox {id}: its slice's cgroups: {e}");
+                }
+            }
         }
         failpoint::hit(failpoint::REMOVE_STOPPED);
         // The files before the record: a crash in between leaves a record
@@ -59,4 +70,26 @@ impl<S: SystemdClient> Pods<S> {
         self.emit(Event::Removed(id.clone()));
         Ok(id)
     }
+}
+
+/// The directories of `cgroup_path` (a slice's, below the hierarchies'
+/// roots) that exist in cgroup v1 hierarchies, as the daemon sees them.
+fn v1_leftovers(cgroup_path: &str) -> Vec<std::path::PathBuf> {
+    let rel = cgroup_path.trim_start_matches('/');
+    let root = std::path::Path::new("/sys/fs/cgroup");
+    // A pure cgroup v2 node has no v1 hierarchies (its root is the unified
+    // one, with cgroup.controllers).
+    if root.join("cgroup.controllers").exists() {
+        return Vec::new();
+    }
+    let Ok(hierarchies) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    hierarchies
+        .flatten()
+        // The unified hierarchy and systemd's own are systemd's alone.
+        .filter(|h| !matches!(h.file_name().to_str(), Some("unified" | "systemd")))
+        .map(|h| h.path().join(rel))
+        .filter(|d| d.is_dir())
+        .collect()
 }
