@@ -9,10 +9,13 @@
 //! daemon failed with EMFILE halfway through its step. So:
 //!
 //! - podscoped and podscope-cri raise their soft limit to the hard one at
-//!   start (`raise`), as Go programs (runc, containerd, kubelet) do; the
-//!   processes they start get the soft limit the daemon was started with
-//!   back (`restore_in_child`), so a plugin or runtime that uses select(2)
-//!   sees what it expects.
+//!   start (`raise`), as Go programs (runc, containerd, kubelet) do. The
+//!   processes the daemon runs (CNI plugins, the OCI runtime, the pods'
+//!   inits) inherit it, as containerd's and CRI-O's children inherit
+//!   theirs: giving them the first one back would take a hook between
+//!   fork and exec, which makes the standard library fork the whole daemon
+//!   (its page tables, its thousands of descriptors) instead of
+//!   vfork-spawning, for every plugin and runtime run.
 //! - Each mutating call reserves what it may open while it runs (and, for
 //!   a start, what it keeps) before its first step (`Budget::reserve`):
 //!   past the limit less `HEADROOM`, it is LimitsExceeded (gRPC
@@ -53,9 +56,6 @@ pub mod cost {
     pub const PORT_FORWARD: u64 = 4;
 }
 
-/// The soft limit the process was started with; 0 until `raise`.
-static STARTED_WITH: AtomicU64 = AtomicU64::new(0);
-
 /// The process's descriptor limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limit {
@@ -77,12 +77,10 @@ fn get() -> std::io::Result<libc::rlimit> {
     Ok(r)
 }
 
-/// Raise the soft limit to the hard one (remembering the first, for the
-/// children); call once, at start.
+/// Raise the soft limit to the hard one; call once, at start.
 pub fn raise() -> std::io::Result<Limit> {
     let mut r = get()?;
     let before = r.rlim_cur;
-    STARTED_WITH.store(before, Ordering::Relaxed);
     if r.rlim_cur < r.rlim_max {
         r.rlim_cur = r.rlim_max;
         // SAFETY: setrlimit reads the struct it is given.
@@ -104,9 +102,8 @@ pub fn raise_at_start(who: &str) {
         Ok(l) => tracing::info!(
             nofile_soft = l.soft,
             nofile_hard = l.hard,
-            "{who}: file descriptor limit {} (soft limit raised from {}; the processes it runs get {} back)",
+            "{who}: file descriptor limit {} (soft limit raised from {})",
             l.soft,
-            l.soft_before,
             l.soft_before
         ),
         Err(e) => tracing::warn!("{who}: cannot raise the file descriptor limit: {e}"),
@@ -116,38 +113,6 @@ pub fn raise_at_start(who: &str) {
 /// The limit now.
 pub fn limit() -> u64 {
     get().map(|r| r.rlim_cur).unwrap_or(1024)
-}
-
-/// In a child between fork and exec: the soft limit the daemon was
-/// started with. Async-signal-safe (one system call); nothing when the
-/// daemon never raised its own.
-pub fn restore_in_child() {
-    let soft = STARTED_WITH.load(Ordering::Relaxed);
-    if soft == 0 {
-        return;
-    }
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit on a struct on this stack.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && soft < r.rlim_cur {
-            r.rlim_cur = soft;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-        }
-    }
-}
-
-/// A command the daemon runs gets the soft limit the daemon started with.
-pub fn for_child(cmd: &mut tokio::process::Command) -> &mut tokio::process::Command {
-    // SAFETY: the hook only makes the system calls of restore_in_child.
-    unsafe {
-        cmd.pre_exec(|| {
-            restore_in_child();
-            Ok(())
-        })
-    }
 }
 
 /// Descriptors this process has open now.
@@ -272,7 +237,7 @@ mod tests {
     /// A child of its own, so no other test's descriptors come and go
     /// while it counts.
     #[test]
-    fn open_descriptors_are_counted_and_children_get_the_first_limit_back() {
+    fn open_descriptors_are_counted_and_the_soft_limit_raised() {
         // SAFETY: the child makes system calls and exits.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
@@ -288,10 +253,7 @@ mod tests {
                 // SAFETY: a struct on this stack.
                 (unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } == 0).then_some(())?;
                 let l = raise().ok()?;
-                (l.soft_before == r.rlim_cur && l.soft == l.hard && limit() == l.hard)
-                    .then_some(())?;
-                restore_in_child();
-                (limit() == l.soft_before).then_some(())
+                (l.soft_before == r.rlim_cur && l.soft == l.hard && limit() == l.hard).then_some(())
             })();
             // SAFETY: leaving the forked child at once.
             unsafe { libc::_exit(if ok.is_some() { 0 } else { 1 }) }

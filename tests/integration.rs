@@ -17,11 +17,6 @@ mod cli;
 #[path = "cases/clients.rs"]
 mod clients;
 mod common;
-// What is on the node against the records: shared with make bench's
-// failpoints driver and make load (by path), used by failpoints and abuse.
-#[path = "../src/bin/podscope-bench/leftovers.rs"]
-#[allow(dead_code)]
-mod leftovers;
 #[path = "cases/container_cli.rs"]
 mod container_cli;
 #[path = "cases/container_daemon.rs"]
@@ -48,6 +43,11 @@ mod cri;
 mod failpoints;
 #[path = "cases/images.rs"]
 mod images;
+// What is on the node against the records: shared with make bench's
+// failpoints driver and make load (by path), used by failpoints and abuse.
+#[path = "../src/bin/podscope-bench/leftovers.rs"]
+#[allow(dead_code)]
+mod leftovers;
 #[path = "cases/lifecycle.rs"]
 mod lifecycle;
 #[path = "cases/network.rs"]

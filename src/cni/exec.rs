@@ -113,7 +113,6 @@ pub async fn run(bin: &Path, inv: &Invocation<'_>, stdin: &[u8]) -> Result<Outpu
         // Its own process group, so that a timeout kills what it started too.
         .process_group(0)
         .kill_on_drop(true);
-    crate::descriptors::for_child(&mut cmd);
     // ETXTBSY: the binary is being written (a plugin upgrade in progress, or
     // another thread's fork holding a write fd for a moment); try again.
     let mut attempt = 0;

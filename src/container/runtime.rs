@@ -33,7 +33,7 @@ pub async fn start(h: &RuntimeHandler, log: &Path, id: &str, timeout: Duration) 
         id.into(),
     ]);
     let name = h.path.display().to_string();
-    let mut child = crate::descriptors::for_child(&mut tokio::process::Command::new(&h.path))
+    let mut child = tokio::process::Command::new(&h.path)
         .args(&args)
         .env_clear()
         .env(
@@ -140,7 +140,7 @@ async fn output(h: &RuntimeHandler, verb: &[&str], timeout: Duration) -> Result<
     let mut args = super::unit::global_args(h);
     args.extend(verb.iter().map(|s| s.to_string()));
     let name = format!("{} {}", h.path.display(), verb.join(" "));
-    let run = crate::descriptors::for_child(&mut tokio::process::Command::new(&h.path))
+    let run = tokio::process::Command::new(&h.path)
         .args(&args)
         .env_clear()
         .current_dir("/")

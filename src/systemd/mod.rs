@@ -245,12 +245,16 @@ impl Systemd {
             MessageStream::for_match_rule(rule("UnitRemoved").map_err(sub)?, conn, Some(4096))
                 .await
                 .map_err(sub)?;
+        // Only the Unit interface's changes (ActiveState, SubState): the
+        // bus then drops the Service, Scope and Slice interfaces' for us,
+        // half of what systemd says about every unit on a busy node.
         let props_rule = MatchRule::builder()
             .msg_type(zbus::message::Type::Signal)
             .sender(SYSTEMD)
             .and_then(|r| r.interface("org.freedesktop.DBus.Properties"))
             .and_then(|r| r.member("PropertiesChanged"))
             .and_then(|r| r.path_namespace("/org/freedesktop/systemd1/unit"))
+            .and_then(|r| r.arg(0, "org.freedesktop.systemd1.Unit"))
             .map_err(sub)?
             .build();
         let props_changed = MessageStream::for_match_rule(props_rule, conn, Some(4096))
@@ -302,8 +306,9 @@ impl Systemd {
         let props = props_to_values(props)
             .map_err(|e| bus_err(&format!("StartTransientUnit {unit}: properties"), e))?;
         let step = format!("StartTransientUnit {unit}");
-        let mut looked = false;
-        loop {
+        // At most twice: again only after a first call got no reply and
+        // the unit is not there.
+        for again in [false, true] {
             let r = self
                 .gate
                 .call(&step, deadline, || {
@@ -321,19 +326,20 @@ impl Systemd {
                         .wait_job(unit, "start", &job, deadline - tokio::time::Instant::now())
                         .await
                 }
-                Err(e) if (is_no_reply(&e) && !looked) || (is_unit_exists(&e) && looked) => {
-                    looked = true;
-                    tracing::warn!(
-                        unit,
-                        "{step}: {e}: looking for the unit before starting it again"
-                    );
+                // The first call's unit, there after all.
+                Err(e) if (!again && is_no_reply(&e)) || (again && is_unit_exists(&e)) => {
+                    tracing::warn!(unit, "{step}: {e}: looking for the unit");
                     if self.active_state(unit).await?.is_some() {
                         return self.wait_started(unit, deadline).await;
+                    }
+                    if again {
+                        return Err(bus_err(&step, e));
                     }
                 }
                 Err(e) => return Err(bus_err(&step, e)),
             }
         }
+        unreachable!("the second call returns")
     }
 
     /// A unit whose start job is not ours to wait for (its

@@ -3,8 +3,8 @@
 //! what it costs the daemon and everyone else.
 
 use crate::common::*;
-use futures_util::StreamExt;
 use crate::leftovers;
+use futures_util::StreamExt;
 use podscope::domain::config::{ANNOTATIONS_TOTAL_MAX, LABELS_TOTAL_MAX};
 use std::time::Duration;
 

@@ -95,7 +95,7 @@ pub async fn run(t: &mut Table) {
     let (c23_create, c23_drain) = bursts(&c23, t).await;
     anchor::stop_containerd();
 
-    let podscope = Target::podscope("");
+    let podscope = Target::podscope("crun");
     let m = super::connect().await;
     let before = m.runtime_status().await.unwrap().1;
     let (create, drain) = bursts(&podscope, t).await;
