@@ -17,9 +17,10 @@
 //! A refusal by the bus (its LimitsExceeded) that still comes — another
 //! bus implementation's limits, calls made outside the gate — means the
 //! call was never delivered, so it is repeated with back-off, for up to
-//! `REFUSED_RETRY_FOR`. A call that got no reply (`NoReply`) may have been
-//! carried out: the gate does not repeat it; its caller decides
-//! (`systemd::Systemd::start_transient` looks for the unit first).
+//! `REFUSED_RETRY_FOR`. A call that got no reply (`NoReply`, or none by
+//! its deadline) may have been carried out: the gate does not repeat it;
+//! its caller decides (`systemd::Systemd::start_transient` looks for the
+//! unit first).
 
 use crate::api::errors::BUS_LIMITS_EXCEEDED;
 use crate::error::{Error, Result};
@@ -39,13 +40,29 @@ const MAX_BACKOFF: Duration = Duration::from_millis(500);
 /// How long a call without a deadline of its own waits for a permit.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
 
-/// Whether `e` is the bus refusing the call (never delivered).
+/// The bus driver's name: the sender of the errors the bus itself makes.
+const BUS_DRIVER: &str = "org.freedesktop.DBus";
+
+/// Whether `e` is the bus refusing the call (never delivered). The same
+/// error name from the callee (sd-bus answers ENOBUFS with it) means the
+/// call was delivered, so only the bus driver's own counts.
 pub fn refused_by_bus(e: &zbus::Error) -> bool {
     match e {
-        zbus::Error::MethodError(name, _, _) => name.as_str() == BUS_LIMITS_EXCEEDED,
-        zbus::Error::FDO(f) => matches!(**f, zbus::fdo::Error::LimitsExceeded(_)),
+        zbus::Error::MethodError(name, _, reply) => {
+            name.as_str() == BUS_LIMITS_EXCEEDED
+                && reply.header().sender().map(|s| s.as_str()) == Some(BUS_DRIVER)
+        }
         _ => false,
     }
+}
+
+/// What a call that got no reply by its deadline gives back: read as a
+/// `NoReply` by its caller (the call may have been carried out).
+fn no_reply_by(what: &str) -> zbus::Error {
+    zbus::Error::InputOutput(std::sync::Arc::new(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("{what}: no reply by the call's deadline"),
+    )))
 }
 
 /// The gate's figures, for RuntimeStatus.
@@ -159,7 +176,12 @@ impl BusGate {
         let mut backoff = FIRST_BACKOFF;
         let give_up = Instant::now() + REFUSED_RETRY_FOR;
         loop {
-            match call().await {
+            // Bounded by the deadline too: a permit is never held for a
+            // callee that does not answer.
+            let r = tokio::time::timeout_at(deadline, call())
+                .await
+                .unwrap_or_else(|_| Err(no_reply_by(what)));
+            match r {
                 Err(e) if refused_by_bus(&e) => {
                     let now = Instant::now();
                     if now + backoff > give_up.min(deadline) {
@@ -194,15 +216,22 @@ mod tests {
     use crate::error::ErrorKind;
     use std::sync::Arc;
 
-    fn refused() -> zbus::Error {
+    /// A LimitsExceeded error sent by `sender`.
+    fn limits_exceeded(sender: &str) -> zbus::Error {
         zbus::Error::MethodError(
             zbus::names::OwnedErrorName::try_from(BUS_LIMITS_EXCEEDED).unwrap(),
             Some("The maximum number of pending replies per connection has been reached".into()),
             zbus::message::Message::method_call("/", "Ping")
                 .unwrap()
+                .sender(sender)
+                .unwrap()
                 .build(&())
                 .unwrap(),
         )
+    }
+
+    fn refused() -> zbus::Error {
+        limits_exceeded(BUS_DRIVER)
     }
 
     #[tokio::test(start_paused = true)]
@@ -284,5 +313,40 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(other, Err(zbus::Error::Failure(_))));
+        // The same name from the callee: delivered, so not repeated.
+        let tries = AtomicUsize::new(0);
+        let callee = gate
+            .call_soon("StartTransientUnit v", || async {
+                tries.fetch_add(1, Ordering::SeqCst);
+                Err::<(), _>(limits_exceeded(":1.7"))
+            })
+            .await
+            .unwrap();
+        assert!(callee.is_err());
+        assert_eq!(tries.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_unanswered_by_its_deadline_lets_its_permit_go() {
+        let gate = BusGate::new(1);
+        let r = gate
+            .call(
+                "StopUnit u",
+                Instant::now() + Duration::from_secs(1),
+                std::future::pending::<zbus::Result<()>>,
+            )
+            .await
+            .unwrap();
+        match r {
+            Err(zbus::Error::InputOutput(e)) => {
+                assert_eq!(e.kind(), std::io::ErrorKind::TimedOut)
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(gate.figures().in_flight, 0);
+        gate.call_soon("next", || async { Ok(()) })
+            .await
+            .unwrap()
+            .unwrap();
     }
 }

@@ -556,11 +556,59 @@ fn run_in_child(ns: RawFd, ops: &[Op]) -> io::Result<Vec<Option<OwnedFd>>> {
 
 /// Ops one child does: their reports wait in the socket pair until the
 /// child has exited (the caller's thread is suspended until then), so
-/// they must fit its buffer.
+/// they must fit its buffer (32 small messages: a few KiB of the default
+/// 208 KiB; one that does not fit fails the call, never hangs it).
 const OPS_PER_CHILD: usize = 32;
 
 /// The child's stack: the ops' system calls, a message, no more.
 const CHILD_STACK: usize = 64 * 1024;
+
+/// The child's stack, mapped with a guard page below it (as posix_spawn
+/// does), so an overflow faults instead of writing over the daemon's heap.
+struct ChildStack {
+    base: *mut libc::c_void,
+    len: usize,
+}
+
+impl ChildStack {
+    fn new() -> io::Result<Self> {
+        // SAFETY: a fresh private mapping, its lowest page made
+        // inaccessible; unmapped on drop.
+        unsafe {
+            let page = libc::sysconf(libc::_SC_PAGESIZE).max(4096) as usize;
+            let len = CHILD_STACK + page;
+            let base = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            );
+            if base == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            let stack = ChildStack { base, len };
+            if libc::mprotect(base, page, libc::PROT_NONE) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(stack)
+        }
+    }
+
+    /// The top, 16-aligned as the ABI wants (the stack grows down).
+    fn top(&self) -> *mut libc::c_void {
+        ((self.base as usize + self.len) & !15) as *mut libc::c_void
+    }
+}
+
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, no longer used (the child has
+        // exited: CLONE_VFORK).
+        unsafe { libc::munmap(self.base, self.len) };
+    }
+}
 
 /// What the child is given, through clone's one pointer.
 struct ChildArgs<'a> {
@@ -584,7 +632,7 @@ extern "C" fn child_entry(arg: *mut libc::c_void) -> libc::c_int {
 /// put). Every signal is blocked meanwhile, so no handler of the daemon's
 /// runs in the child.
 fn spawn_child(ns: RawFd, ops: &[Op], sock: RawFd, cmsg_space: &mut [u8]) -> io::Result<i32> {
-    let mut stack = vec![0u8; CHILD_STACK];
+    let stack = ChildStack::new()?;
     let mut args = ChildArgs {
         ns,
         ops,
@@ -592,17 +640,15 @@ fn spawn_child(ns: RawFd, ops: &[Op], sock: RawFd, cmsg_space: &mut [u8]) -> io:
         cmsg_space,
     };
     // SAFETY: the stack is ours until the child has exited (CLONE_VFORK);
-    // its top is 16-aligned as the ABI wants; the signal masks are this
-    // thread's, restored before returning.
+    // the signal masks are this thread's, restored before returning.
     unsafe {
-        let top = stack.as_mut_ptr().add(CHILD_STACK) as usize & !15;
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
         let pid = libc::clone(
             child_entry,
-            top as *mut libc::c_void,
+            stack.top(),
             libc::CLONE_VM | libc::CLONE_FILES | libc::CLONE_VFORK | libc::SIGCHLD,
             (&mut args as *mut ChildArgs<'_>).cast(),
         );
@@ -640,7 +686,11 @@ fn child(ns: RawFd, ops: &[Op], sock: RawFd, cmsg_space: &mut [u8]) -> ! {
                 (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
                 *(libc::CMSG_DATA(c) as *mut RawFd) = fd;
             }
-            libc::sendmsg(sock, &msg, 0);
+            // Never blocking: the caller's thread is suspended until the
+            // child exits, so a full buffer would wait for ever. A report
+            // that does not fit ends the child; the caller counts the
+            // steps reported and fails the call.
+            libc::sendmsg(sock, &msg, libc::MSG_DONTWAIT) >= 0
         };
         if libc::setns(ns, libc::CLONE_NEWNS) != 0 {
             send(0, *libc::__errno_location(), None, cmsg_space);
@@ -649,9 +699,14 @@ fn child(ns: RawFd, ops: &[Op], sock: RawFd, cmsg_space: &mut [u8]) -> ! {
         for (i, op) in ops.iter().enumerate() {
             match do_op(op) {
                 Ok(fd) => {
-                    send(i, 0, fd, cmsg_space);
+                    let sent = send(i, 0, fd, cmsg_space);
+                    // The descriptor table is the daemon's (CLONE_FILES):
+                    // what was opened here is closed here, sent or not.
                     if let Some(fd) = fd {
                         libc::close(fd);
+                    }
+                    if !sent {
+                        libc::_exit(2);
                     }
                 }
                 Err(e) => {

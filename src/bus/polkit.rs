@@ -185,31 +185,27 @@ impl Authorizer {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        // Dropping the call on timeout also drops its reply slot: nothing of
-        // it stays pending here.
+        // The permit is waited for within the same limit, and the call is
+        // bounded by it (the gate drops an unanswered call, and its reply
+        // slot with it). No permit in time is the gate's Busy, not a denial.
         let limit = if interactive {
             self.timeout * 10
         } else {
             self.timeout
         };
-        // The permit is waited for within the same limit.
         let deadline = tokio::time::Instant::now() + limit;
-        let result = tokio::time::timeout_at(
-            deadline,
-            self.gate
-                .call(&format!("polkit check of uid {uid}"), deadline, || {
-                    authority.check_authorization(&subject, action, &details, flags, "")
-                }),
-        )
-        .await
-        .map_err(|_| {
-            deny(format!(
-                "polkit did not answer within {} ms",
-                limit.as_millis()
-            ))
-        })?
-        .map_err(|e| deny(e.to_string()))?
-        .map_err(|e| deny(format!("polkit is unavailable: {e}")))?;
+        let result = self
+            .gate
+            .call(&format!("polkit check of uid {uid}"), deadline, || {
+                authority.check_authorization(&subject, action, &details, flags, "")
+            })
+            .await?
+            .map_err(|e| match e {
+                zbus::Error::InputOutput(io) if io.kind() == std::io::ErrorKind::TimedOut => deny(
+                    format!("polkit did not answer within {} ms", limit.as_millis()),
+                ),
+                e => deny(format!("polkit is unavailable: {e}")),
+            })?;
         if result.is_authorized {
             Ok(())
         } else if result.is_challenge && interactive {

@@ -509,6 +509,10 @@ impl<S: SystemdClient + Clone> Members for Containers<S> {
                     .await
                     .into_iter()
                     .filter_map(Result::err)
+                    // Removed meanwhile (RemoveContainer does not wait for
+                    // the pod): nothing left to stop, and the pod's stop
+                    // must go on.
+                    .filter(|e| e.kind() != ErrorKind::NotFound)
                     .collect();
             // The pod's /dev/shm goes with its last container.
             if let Err(e) = self

@@ -349,6 +349,8 @@ impl Systemd {
             match self.active_state(unit).await?.as_deref() {
                 Some("active") => return Ok(()),
                 Some("activating") | Some("reloading") => {}
+                // Its start job still queued (a busy systemd): not begun.
+                Some("inactive") if self.has_job(unit).await? => {}
                 state => {
                     return Err(Error::systemd(format!(
                         "start of {unit} (its StartTransientUnit got no reply) ended {} (see journalctl -u {unit})",
@@ -610,6 +612,26 @@ impl Systemd {
         match self.gate.call_soon(&step, || proxy.active_state()).await? {
             Ok(s) => Ok(Some(s)),
             Err(e) if is_no_such_unit(&e) || is_unknown_object(&e) => Ok(None),
+            Err(e) => Err(bus_err(&step, e)),
+        }
+    }
+
+    /// Whether a job (a queued start, say) is pending for the unit.
+    async fn has_job(&self, unit: &str) -> Result<bool> {
+        let Some(path) = self.unit_path(unit).await? else {
+            return Ok(false);
+        };
+        let proxy = UnitProxy::builder(&self.conn)
+            .path(path)
+            .map_err(|e| bus_err("unit proxy", e))?
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
+            .await
+            .map_err(|e| bus_err("unit proxy", e))?;
+        let step = format!("Job of {unit}");
+        match self.gate.call_soon(&step, || proxy.job()).await? {
+            Ok((id, _)) => Ok(id != 0),
+            Err(e) if is_no_such_unit(&e) || is_unknown_object(&e) => Ok(false),
             Err(e) => Err(bus_err(&step, e)),
         }
     }

@@ -45,25 +45,7 @@ for port in 5000 5001 5005 5006; do
     [[ $code == 200 || $code == 401 || $code == 404 ]] || { say "the registry on $port did not come up"; journalctl -u "podscope-test-registry*" --no-pager -n 30 >&2; exit 1; }
 done
 
-# Rebuilt when anything they are made of changes: the build's files, and
-# the busyboxes (busybox-static, and the dynamically linked one critest's
-# stand-ins use where tests/images/fetch-busybox.sh put it, with the
-# libraries it loads).
-BUSYBOX_SH=${BUSYBOX_SH:-/var/cache/podscope-test/busybox/busybox}
-inputs() {
-    sha256sum "$REPO"/tests/images/* /bin/busybox
-    if [[ -x $BUSYBOX_SH ]]; then
-        sha256sum "$BUSYBOX_SH" $(ldd "$BUSYBOX_SH" | awk '$2 == "=>" { print $3 } $1 ~ /^\// { print $1 }')
-    else
-        echo "no $BUSYBOX_SH"
-    fi
-}
-stamp=$(inputs | sha256sum | cut -c1-16)
-if [[ ! -f $IMAGES/images.list || $(cat "$IMAGES/.stamp" 2>/dev/null) != "$stamp" ]]; then
-    say "building test images into $IMAGES"
-    BUSYBOX_SH=$BUSYBOX_SH "$REPO/tests/images/build.sh" "$IMAGES"
-    echo "$stamp" > "$IMAGES/.stamp"
-fi
+"$REPO/tests/images/ensure.sh" "$IMAGES"
 n=0
 while read -r layout tag repo; do
     dest=127.0.0.1:5000/$repo
