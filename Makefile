@@ -16,6 +16,8 @@
 #   make load       a full node: 110 pods x 4 containers created and drained
 #                   through the CRI by 8 clients, with daemon restarts, a
 #                   bus bound of 4 and a low descriptor limit, in the harness
+#   make node       a real node: Debian 12 booted in a VM (systemd, cgroup
+#                   v2), podscope's .deb installed with apt, the node suite
 #   make demo       a pod created, inspected with systemctl/busctl, stopped, removed;
 #                   a container; crictl; kubelet running a static pod
 #   make bench      the performance table
@@ -74,7 +76,7 @@ MAN1 := man/podscopectl.1
 MAN5 := man/podscope.toml.5
 MAN8 := man/podscoped.8 man/podscope-cri.8
 
-.PHONY: all build install uninstall deps deps-build dist check lint unit fuzz-short fuzz integration packaging conformance e2e load demo bench deb rpm clean
+.PHONY: all build install uninstall deps deps-build dist check lint unit fuzz-short fuzz integration packaging conformance e2e load node demo bench deb rpm clean
 
 all: build
 
@@ -199,6 +201,24 @@ e2e: deps build
 # or be left behind.
 load: deps build
 	$(TIMED) load tests/load/run-load.sh
+
+# A real node (tests/node): Debian 12 booted in a VM, systemd as PID 1 on
+# cgroup v2, podscope installed from its .deb with apt, the node suite run
+# inside. The image is cached in NODE_CACHE, outside the repository. The
+# .deb is make packaging's when it is newer than the binaries, else one
+# built here.
+NODE_CACHE ?= /var/cache/podscope-node
+KUBELET_1_36_XZ ?= $(abspath ../shared/tools/k8s-1.36/kubelet.xz)
+NODE_DEB := target/deb/podscope_$(VERSION)_amd64.deb
+node: deps build
+	$(need_cri_tools)
+	$(need_kubelet)
+	@deb=$(NODE_DEB); \
+	if [ ! -f "$$deb" ] || [ "$$deb" -ot $(RELEASE)/podscoped ]; then \
+	  DEB_OUT=target/deb-node LINTIAN=no $(TIMED) node-deb packaging/build-deb.sh || exit 1; \
+	  deb=target/deb-node/podscope_$(VERSION)_amd64.deb; fi; \
+	NODE_CACHE=$(NODE_CACHE) CRICTL="$(CRICTL)" KUBELET="$(KUBELET)" KUBELET_1_36_XZ="$(KUBELET_1_36_XZ)" \
+	  $(TIMED) node tests/node/run-node.sh "$$deb"
 
 # The packages, built as `make deb` / `make rpm` do, then installed,
 # upgraded under a running pod and purged inside a harness where podscope

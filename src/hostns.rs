@@ -331,6 +331,17 @@ impl HostNs {
 
     /// Write `data` to `path` in one write (a cgroup control file). The
     /// descriptors `data` names are the daemon's: the child has them too.
+    /// `write`, its error the system call's own (for a caller that names
+    /// what the kernel refused).
+    pub async fn try_write(&self, path: &Path, data: &[u8]) -> io::Result<()> {
+        let op = Op::Write {
+            path: cpath(path)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
+            data: data.to_vec(),
+        };
+        self.run(vec![op]).await.map(drop)
+    }
+
     pub async fn write(&self, path: &Path, data: &[u8]) -> Result<()> {
         let op = Op::Write {
             path: cpath(path)?,

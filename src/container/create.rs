@@ -51,6 +51,13 @@ impl<S: SystemdClient + Clone> Containers<S> {
         config: ContainerConfig,
     ) -> Result<Arc<ContainerEntry>> {
         config.validate()?;
+        // What can be known before anything is made: unified's values, and
+        // its keys against the node's controllers.
+        unified::plan(&config.resources.unified)?;
+        unified::check_keys(
+            &config.resources.unified,
+            std::path::Path::new(unified::CGROUP_V2_ROOT),
+        )?;
         let pod = self.pods.resolve(pod_id)?;
         let _gate = pod.members.read().await;
         let sb = pod.snapshot();
@@ -187,6 +194,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             host_devices,
             devices,
             oom_score_floor: self.oom_score_floor,
+            cgroup_v2: self.cgroup_v2,
         })
         .map_err(|e| e.context(ctx("OCI spec")))?;
         let json = serde_json::to_vec_pretty(&oci).expect("a spec serialises");

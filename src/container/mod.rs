@@ -30,6 +30,7 @@ mod start;
 mod stop;
 #[cfg(test)]
 mod tests;
+pub mod unified;
 pub mod unit;
 mod update;
 
@@ -166,6 +167,9 @@ pub struct Containers<S: SystemdClient + Clone = Systemd> {
     recovery: Mutex<RecoveryReport>,
     /// Where processes are looked at (`/proc`; a test's directory).
     proc_root: PathBuf,
+    /// The node's cgroups are v2 (a private cgroup namespace per
+    /// container, unified keys).
+    cgroup_v2: bool,
     /// The capabilities units get: PID 1's bounding set ("ALL" for a
     /// container means these).
     host_caps: Vec<String>,
@@ -235,6 +239,9 @@ impl<S: SystemdClient + Clone> Containers<S> {
             cpuacct_root: cpuacct::layout(),
             recovery: Mutex::new(RecoveryReport::default()),
             proc_root: PathBuf::from("/proc"),
+            cgroup_v2: std::path::Path::new(unified::CGROUP_V2_ROOT)
+                .join("cgroup.controllers")
+                .exists(),
             host_caps: node.caps,
             oom_score_floor: node.oom_score_floor,
         })

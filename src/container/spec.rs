@@ -66,6 +66,9 @@ pub struct Input<'a> {
     pub devices: Vec<(LinuxDevice, String, String)>,
     /// The lowest oom_score_adj the runtime may set (`oom_score_floor`).
     pub oom_score_floor: Option<i32>,
+    /// The node's cgroups are v2: a non-privileged container gets a
+    /// cgroup namespace of its own.
+    pub cgroup_v2: bool,
 }
 
 /// The argv: CRI's command and args merged with the image's Entrypoint and
@@ -245,6 +248,13 @@ pub fn build(input: &Input<'_>) -> Result<Spec> {
         namespaces.push(ns(NamespaceType::Ipc, init_ns("ipc")));
     }
     namespaces.push(ns(NamespaceType::Uts, init_ns("uts")));
+    // On cgroup v2, its own cgroup namespace, rooted at its unit's cgroup
+    // (/proc/self/cgroup reads "0::/"), as containerd and CRI-O give
+    // every non-privileged container (KEP-2254); privileged, the host's.
+    // On v1 the host's, as theirs.
+    if input.cgroup_v2 && !privileged {
+        namespaces.push(ns(NamespaceType::Cgroup, None));
+    }
     match (input.pid_target, s.pid_namespace) {
         (Some(pid), _) => {
             namespaces.push(ns(NamespaceType::Pid, Some(format!("/proc/{pid}/ns/pid"))))
@@ -512,7 +522,30 @@ mod tests {
             host_devices: vec![],
             devices: vec![],
             oom_score_floor: None,
+            cgroup_v2: false,
         }
+    }
+
+    /// On cgroup v2 a container has a cgroup namespace of its own, unless
+    /// privileged; on v1 never.
+    #[test]
+    fn a_cgroup_namespace_of_its_own_on_v2_unless_privileged() {
+        let (mut c, img, p) = (config(), image(), pod());
+        let has = |c: &ContainerConfig, v2: bool| {
+            let mut i = input(c, &img, &p);
+            i.cgroup_v2 = v2;
+            build(&i)
+                .unwrap()
+                .linux
+                .unwrap()
+                .namespaces
+                .iter()
+                .any(|n| n.type_ == NamespaceType::Cgroup && n.path.is_none())
+        };
+        assert!(has(&c, true));
+        assert!(!has(&c, false));
+        c.security.privileged = true;
+        assert!(!has(&c, true));
     }
 
     #[test]

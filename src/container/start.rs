@@ -338,6 +338,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
         } else {
             None
         };
+        let unified = unified::plan(&c.resources.unified).map_err(|e| e.context(ctx("limits")))?;
         let props = unit::properties(unit::UnitSpec {
             description: format!(
                 "podscope container {}/{} ({})",
@@ -364,7 +365,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             privileged: c.config.security.privileged,
             start_timeout_usec: self.settings.start_timeout_ms * 1000,
             stop_timeout_usec: self.settings.stop_timeout_ms * 1000,
-            limits: limit_properties(&c.resources),
+            limits: unified::merged(limit_properties(&c.resources), &unified),
         });
         let unit = c.unit();
         let console_task = console.map(|(_, l)| tokio::spawn(receive_console(l)));
@@ -449,6 +450,10 @@ impl<S: SystemdClient + Clone> Containers<S> {
             )
             .await?;
         }
+        // unified's other files, before the container's command runs.
+        unified::write_files(&self.hostns, &c.cgroup_path(), &unified)
+            .await
+            .map_err(|e| e.context(ctx("limits")))?;
         runtime::start(
             handler,
             &runtime_log,

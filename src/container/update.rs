@@ -12,6 +12,11 @@ impl<S: SystemdClient + Clone> Containers<S> {
         resources: ContainerResources,
     ) -> Result<()> {
         resources.validate("resources")?;
+        let unified = unified::plan(&resources.unified)?;
+        unified::check_keys(
+            &resources.unified,
+            std::path::Path::new(unified::CGROUP_V2_ROOT),
+        )?;
         let _op = entry.op.lock().await;
         if entry.is_removed() {
             return Err(Error::not_found(format!(
@@ -43,11 +48,23 @@ impl<S: SystemdClient + Clone> Containers<S> {
                     .into_iter()
                     .filter(|(k, _)| !have.contains(k)),
             );
+            // unified's properties over the rest; those it set before and
+            // no longer does, reset.
+            let mut props = unified::merged(props, &unified);
+            let before = unified::plan(&c.resources.unified).unwrap_or_default();
+            let resets: Vec<_> = unified::resets(&before, &unified)
+                .into_iter()
+                .filter(|(k, _)| !props.iter().any(|(p, _)| p == k))
+                .collect();
+            props.extend(resets);
             let unit = c.unit();
             self.systemd
                 .set_properties(&unit, props)
                 .await
                 .with_context(|| format!("container {}: update resources of {unit}", c.id))?;
+            unified::write_files(&self.hostns, &c.cgroup_path(), &unified)
+                .await
+                .map_err(|e| e.context(format!("container {}: update resources", c.id)))?;
             let hugepages =
                 hugetlb::update(&c.resources.hugepage_limits, &resources.hugepage_limits);
             if !hugepages.is_empty() {

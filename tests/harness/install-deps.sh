@@ -22,6 +22,9 @@ PKGS=(systemd dbus dbus-daemon polkitd iproute2 util-linux pkg-config procps
       gcc libc6-dev      # tests/images/standin.c, the stand-ins' one static program
       containerd         # make bench's anchor: containerd 1.6 with runc, same run
       xz-utils           # make bench: containerd 2.3 from ../shared/tools, xz-packed
+      mmdebstrap qemu-system-x86 bc
+                         # make node: the node image from Debian's packages,
+                         # the VM it boots in, the steps' times
       git                # make dist
       debhelper lintian rpm)  # make deb, make rpm (rpmbuild) and their tests
 [[ ${1:-} == build ]] && PKGS=("${BUILD_PKGS[@]}")

@@ -1,0 +1,222 @@
+//! The node suite's cases, in the order they run.
+
+use crate::cri::{container_config, pod_config};
+use crate::{ensure, sh, wait_for, Crictl, Outcome};
+use std::time::Duration;
+
+pub const ALL: &[(&str, fn() -> Outcome)] = &[
+    (
+        "the node boots systemd on cgroup v2",
+        the_node_is_systemd_on_cgroup_v2,
+    ),
+    ("pull from the node's registry", pull),
+    (
+        "crun: limits in the v2 files, unified, cgroup namespace, update",
+        || limits("crun"),
+    ),
+    (
+        "runc: limits in the v2 files, unified, cgroup namespace, update",
+        || limits("runc"),
+    ),
+    (
+        "unified: bad keys and values are named errors",
+        unified_refusals,
+    ),
+    ("crun: OOMKilled through memory.events", || {
+        oom_killed("crun")
+    }),
+    ("runc: OOMKilled through memory.events", || {
+        oom_killed("runc")
+    }),
+    ("nothing left behind", nothing_left),
+];
+
+fn the_node_is_systemd_on_cgroup_v2() -> Outcome {
+    let pid1 = std::fs::read_to_string("/proc/1/comm").map_err(|e| e.to_string())?;
+    ensure!(pid1.trim() == "systemd", "PID 1 is {pid1}");
+    let fs = sh("stat -f -c %T /sys/fs/cgroup")?;
+    ensure!(fs.trim() == "cgroup2fs", "/sys/fs/cgroup is {fs}");
+    let controllers = sh("cat /sys/fs/cgroup/cgroup.controllers")?;
+    for c in ["cpuset", "cpu", "io", "memory", "hugetlb", "pids"] {
+        ensure!(
+            controllers.split_whitespace().any(|x| x == c),
+            "no {c} controller: {controllers}"
+        );
+    }
+    // podscope as its package left it: the CRI socket activated, podscoped
+    // answering (D-Bus activation), both units active.
+    let v = Crictl::new().run(&["version"])?;
+    ensure!(v.contains("RuntimeName:  podscope"), "{v}");
+    for unit in [
+        "podscope-cri.socket",
+        "podscope-cri.service",
+        "podscoped.service",
+    ] {
+        let s = sh(&format!("systemctl is-active {unit} || true"))?;
+        ensure!(s.trim() == "active", "{unit} is {}", s.trim());
+    }
+    Ok(())
+}
+
+fn pull() -> Outcome {
+    let c = Crictl::new();
+    c.run(&["pull", crate::cri::IMAGE])?;
+    let images = c.run(&["images", "-q"])?;
+    ensure!(!images.is_empty(), "no image listed after the pull");
+    Ok(())
+}
+
+/// The cgroup directory of a container's unit.
+fn container_cgroup(id: &str) -> Result<String, String> {
+    let cg = sh(&format!(
+        "systemctl show -P ControlGroup podscope-ctr-{id}.service"
+    ))?;
+    ensure!(
+        !cg.trim().is_empty(),
+        "podscope-ctr-{id}.service has no cgroup"
+    );
+    Ok(format!("/sys/fs/cgroup{}", cg.trim()))
+}
+
+fn read(dir: &str, file: &str) -> Result<String, String> {
+    std::fs::read_to_string(format!("{dir}/{file}"))
+        .map(|s| s.trim().to_string())
+        .map_err(|e| format!("{dir}/{file}: {e}"))
+}
+
+fn limits(handler: &str) -> Outcome {
+    let c = Crictl::new();
+    let pod = pod_config(&format!("limits-{handler}"));
+    let pod_id = c.runp(&pod, handler)?;
+    let r = (|| {
+        let mut ctr = container_config("limited", "cat /proc/self/cgroup; exec sleep 3600");
+        ctr["linux"]["resources"] = serde_json::json!({
+            "memory_limit_in_bytes": 67108864,
+            "cpu_period": 100000,
+            "cpu_quota": 50000,
+            "cpu_shares": 512,
+            "unified": { "memory.oom.group": "1", "memory.high": "50331648" }
+        });
+        let id = c.run_container(&pod_id, &ctr, &pod)?;
+        let cg = container_cgroup(&id)?;
+        let want = [
+            ("memory.max", "67108864"),
+            ("cpu.max", "50000 100000"),
+            // runc's and the CRI's conversion of 512 shares.
+            ("cpu.weight", "20"),
+            ("memory.oom.group", "1"),
+            ("memory.high", "50331648"),
+        ];
+        for (file, value) in want {
+            let got = read(&cg, file)?;
+            ensure!(got == value, "{file} is {got}, not {value} ({cg})");
+        }
+        // A cgroup namespace of its own: its cgroup is its root, for its
+        // own process and for an exec's.
+        let own = wait_for(Duration::from_secs(20), || {
+            c.run(&["logs", &id]).ok().filter(|s| !s.is_empty())
+        })
+        .unwrap_or_default();
+        ensure!(
+            own.trim() == "0::/",
+            "/proc/self/cgroup in the container reads {own}"
+        );
+        let exec = c.exec(&id, &["cat", "/proc/self/cgroup"])?;
+        ensure!(
+            exec.trim() == "0::/",
+            "/proc/self/cgroup in an exec reads {exec}"
+        );
+        // UpdateContainerResources changes the files.
+        c.run(&[
+            "update",
+            "--memory",
+            "100663296",
+            "--cpu-quota",
+            "20000",
+            &id,
+        ])?;
+        for (file, value) in [("memory.max", "100663296"), ("cpu.max", "20000 100000")] {
+            let got = read(&cg, file)?;
+            ensure!(got == value, "after update, {file} is {got}, not {value}");
+        }
+        Ok(())
+    })();
+    let removed = c.remove_pod(&pod_id);
+    r.and(removed)
+}
+
+/// A key of no controller the node enables is refused at create, a value
+/// the kernel refuses at start: InvalidArgument, the key named, and
+/// nothing running.
+fn unified_refusals() -> Outcome {
+    let c = Crictl::new();
+    let pod = pod_config("unified-bad");
+    let pod_id = c.runp(&pod, "crun")?;
+    let r = (|| {
+        let mut ctr = container_config("bad-key", "sleep 3600");
+        ctr["linux"]["resources"]["unified"] = serde_json::json!({ "nosuch.file": "1" });
+        let e = c.run_container(&pod_id, &ctr, &pod).unwrap_err();
+        ensure!(
+            e.contains("InvalidArgument") && e.contains("nosuch.file"),
+            "a key of no controller: {e}"
+        );
+        let listed = c.run(&["ps", "-a", "-q", "--pod", &pod_id])?;
+        ensure!(
+            listed.is_empty(),
+            "the refused create left containers: {listed}"
+        );
+        let mut ctr = container_config("bad-value", "sleep 3600");
+        ctr["linux"]["resources"]["unified"] = serde_json::json!({ "memory.oom.group": "7" });
+        let e = c.run_container(&pod_id, &ctr, &pod).unwrap_err();
+        ensure!(
+            e.contains("InvalidArgument")
+                && e.contains("memory.oom.group")
+                && e.contains("Invalid argument"),
+            "a value the kernel refuses: {e}"
+        );
+        let running = c.run(&["ps", "-q", "--pod", &pod_id])?;
+        ensure!(
+            running.is_empty(),
+            "a container runs after the refusal: {running}"
+        );
+        Ok(())
+    })();
+    let removed = c.remove_pod(&pod_id);
+    r.and(removed)
+}
+
+fn oom_killed(handler: &str) -> Outcome {
+    let c = Crictl::new();
+    let pod = pod_config(&format!("oom-{handler}"));
+    let pod_id = c.runp(&pod, handler)?;
+    let r = (|| {
+        // Two processes: with memory.oom.group (kubelet's default on v2)
+        // the whole container goes, the sleeper too.
+        let mut ctr = container_config("hog", "sleep 3600 & tail /dev/zero");
+        ctr["linux"]["resources"] = serde_json::json!({
+            "memory_limit_in_bytes": 33554432,
+            "unified": { "memory.oom.group": "1" }
+        });
+        let id = c.run_container(&pod_id, &ctr, &pod)?;
+        let state = wait_for(Duration::from_secs(60), || {
+            c.state(&id).ok().filter(|(s, _)| s == "CONTAINER_EXITED")
+        });
+        let Some((_, reason)) = state else {
+            return Err(format!("{id} did not exit within 60 s"));
+        };
+        ensure!(reason == "OOMKilled", "{id} exited with reason {reason:?}");
+        Ok(())
+    })();
+    let removed = c.remove_pod(&pod_id);
+    r.and(removed)
+}
+
+fn nothing_left() -> Outcome {
+    // kubelet's pod slices (cgroup_parent) are kubelet's to remove.
+    let list = "systemctl list-units --all --plain --no-legend 'podscope-*' 'kubepods-*' | grep -v '^podscope-cri\\|^podscope\\.slice\\|^podscoped\\|^kubepods-.*\\.slice' || true";
+    let units = sh(list)?;
+    ensure!(units.trim().is_empty(), "units left: {units}");
+    let pods = Crictl::new().run(&["pods", "-q"])?;
+    ensure!(pods.is_empty(), "pods left: {pods}");
+    Ok(())
+}

@@ -1,0 +1,146 @@
+#!/bin/bash
+# make node: a real node. Debian 12 booted by its own kernel with systemd as
+# PID 1 on pure cgroup v2, in a VM (qemu; KVM where it runs a guest, TCG
+# otherwise), podscope installed from the .deb `make deb` built with apt,
+# and the node suite (tests/node/main.rs) run in it. The time of each step
+# is printed; any step failing fails the run, with the VM's console and,
+# after a boot, its journal.
+#
+#   run-node.sh DEB
+#
+# Environment: NODE_CACHE (the image cache, outside the repository;
+# /var/cache/podscope-node), CRICTL, KUBELET (1.26) and KUBELET_1_36_XZ.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+DEB=${1:?usage: run-node.sh DEB}
+CACHE=${NODE_CACHE:-/var/cache/podscope-node}
+WORK=$REPO/target/node
+CRICTL=${CRICTL:?CRICTL= is required}
+KUBELET=${KUBELET:?KUBELET= (1.26) is required}
+KUBELET_1_36_XZ=${KUBELET_1_36_XZ:?KUBELET_1_36_XZ= is required}
+# The whole boot and suite, past which the VM is stopped and the run fails.
+VM_TIMEOUT=${VM_TIMEOUT:-420}
+say() { echo "node: $*" >&2; }
+fail() { say "FAILED: $*"; exit 1; }
+t_start=$(date +%s.%N)
+step_t=$t_start
+step() { # the time of the step just done
+    local now; now=$(date +%s.%N)
+    printf 'node: step %-8s %6.1f s\n' "$1" "$(echo "$now - $step_t" | bc)" >&2
+    step_t=$now
+}
+for t in "$CRICTL" "$KUBELET" "$KUBELET_1_36_XZ" "$DEB"; do
+    [[ -f $t ]] || fail "$t not found"
+done
+command -v qemu-system-x86_64 >/dev/null || fail "qemu-system-x86_64 not found (make deps installs it)"
+
+# The suite, built here (the same glibc as the node's: both Debian 12).
+SUITE=$("$REPO/tests/harness/test-binary.sh" node) || fail "building the node suite"
+step suite
+
+base=$("$HERE/image.sh" "$CACHE") || fail "building the node image"
+step image
+
+# The root: the cached base, podscope's package installed as a user does,
+# the suite and its tools beside it.
+rm -rf "$WORK"
+mkdir -p "$WORK/root"
+tar -C "$WORK/root" -xf "$base" || fail "unpacking $base"
+ROOT=$WORK/root
+mounts=()
+cleanup() {
+    for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -l "${mounts[$i]}" 2>/dev/null || true; done
+    [[ -n ${QEMU_PID:-} ]] && kill "$QEMU_PID" 2>/dev/null || true
+}
+trap cleanup EXIT
+for m in proc sys dev; do
+    mount --rbind "/$m" "$ROOT/$m" && mounts+=("$ROOT/$m")
+done
+cp "$DEB" "$ROOT/tmp/"
+chroot "$ROOT" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "/tmp/$(basename "$DEB")" > "$WORK/apt.log" 2>&1 \
+    || { cat "$WORK/apt.log" >&2; fail "apt-get install of $(basename "$DEB") in the node image"; }
+rm -f "$ROOT/tmp/$(basename "$DEB")"
+cleanup
+mounts=()
+LIB=$ROOT/usr/local/lib/podscope-node
+install -D -m 0755 "$SUITE" "$LIB/node-suite"
+install -D -m 0755 "$HERE/in-vm.sh" "$LIB/run"
+install -D -m 0755 "$CRICTL" "$LIB/bin/crictl"
+install -D -m 0755 "$KUBELET" "$LIB/bin/kubelet-1.26"
+xz -dc "$KUBELET_1_36_XZ" > "$LIB/bin/kubelet-1.36" && chmod 0755 "$LIB/bin/kubelet-1.36"
+"$HERE/registry.sh" "$ROOT/var/lib/docker-registry" || fail "filling the node's registry"
+chroot "$ROOT" chown -R docker-registry: /var/lib/docker-registry
+install -m 0644 "$HERE/registry.yml" "$ROOT/etc/docker/registry/config.yml"
+# What an operator of an offline node writes: the registry mirrors and a
+# CNI network (the harness's own).
+install -D -m 0644 "$REPO/tests/harness/registry/registries.conf" "$ROOT/etc/containers/registries.conf"
+install -D -m 0644 "$REPO/tests/harness/cni/10-podscope-test.conflist" "$ROOT/etc/cni/net.d/10-podscope-test.conflist"
+kernel=$(ls "$ROOT"/boot/vmlinuz-* | tail -n1)
+initrd=$(ls "$ROOT"/boot/initrd.img-* | tail -n1)
+cp "$kernel" "$WORK/vmlinuz" && cp "$initrd" "$WORK/initrd.img"
+step install
+
+truncate -s 6G "$WORK/root.img"
+mkfs.ext4 -q -F -d "$ROOT" "$WORK/root.img" || fail "making the node's disk"
+rm -rf "$ROOT"
+step disk
+
+# KVM only where it runs a guest: here /dev/kvm opens but a guest under it
+# never leaves the firmware, so it is tried (a kernel that must print its
+# banner within 15 s), once per boot of this machine, and TCG used
+# otherwise. NODE_ACCEL= forces one.
+accel=${NODE_ACCEL:-}
+if [[ -z $accel ]]; then
+    probe=$CACHE/kvm-$(cat /proc/sys/kernel/random/boot_id)
+    if [[ ! -s $probe ]]; then
+        rm -f "$CACHE"/kvm-*
+        verdict=tcg,thread=multi
+        if [[ -w /dev/kvm ]] && timeout 15 qemu-system-x86_64 -accel kvm -m 256 -nographic -no-reboot \
+            -nic none -kernel "$WORK/vmlinuz" -append "console=ttyS0 panic=-1" 2>/dev/null \
+            | grep -q "Linux version"; then
+            verdict=kvm
+        fi
+        echo "$verdict" > "$probe"
+    fi
+    accel=$(cat "$probe")
+fi
+say "booting the node (accel $accel)"
+append="root=/dev/vda rw console=ttyS0 quiet panic=-1 systemd.run=/usr/local/lib/podscope-node/run"
+append+=" systemd.run_success_action=poweroff systemd.run_failure_action=poweroff ${NODE_CMDLINE:-}"
+qemu-system-x86_64 -accel "$accel" -smp 2 -m 4096 \
+    -kernel "$WORK/vmlinuz" -initrd "$WORK/initrd.img" -append "$append" \
+    -drive file="$WORK/root.img",if=virtio,format=raw \
+    -nographic -no-reboot -nic none -serial "file:$WORK/console.log" -monitor none \
+    -display none > "$WORK/qemu.log" 2>&1 &
+QEMU_PID=$!
+deadline=$(($(date +%s) + VM_TIMEOUT))
+while kill -0 "$QEMU_PID" 2>/dev/null; do
+    if (($(date +%s) > deadline)); then
+        kill "$QEMU_PID"
+        tail -n 60 "$WORK/console.log" >&2 || true
+        fail "the node did not finish within ${VM_TIMEOUT} s (console: $WORK/console.log)"
+    fi
+    sleep 1
+done
+wait "$QEMU_PID" || { cat "$WORK/qemu.log" >&2; fail "qemu failed"; }
+QEMU_PID=
+step vm
+
+# What the suite left on the disk: its verdict and, on failure, the journal.
+debugfs -R "dump /var/lib/podscope-node/result $WORK/result" "$WORK/root.img" >/dev/null 2>&1 || true
+grep '^node-suite:' "$WORK/console.log" | sed 's/\r$//' >&2 || true
+if [[ $(cat "$WORK/result" 2>/dev/null) != passed ]]; then
+    debugfs -R "dump /var/lib/podscope-node/journal.txt $WORK/journal.txt" "$WORK/root.img" >/dev/null 2>&1 || true
+    if [[ -s $WORK/journal.txt ]]; then
+        say "the node's journal (last 150 lines; all in $WORK/journal.txt):"
+        tail -n 150 "$WORK/journal.txt" >&2
+    else
+        say "no journal came back: the console's end (all in $WORK/console.log):"
+        tail -n 80 "$WORK/console.log" >&2
+    fi
+    fail "the node suite did not pass (result: $(cat "$WORK/result" 2>/dev/null || echo none))"
+fi
+rm -f "$WORK/root.img"
+printf 'node: passed in %.1f s\n' "$(echo "$(date +%s.%N) - $t_start" | bc)" >&2
