@@ -6,7 +6,7 @@
 #                   integration tests (a kill at every step among them) in a
 #                   private systemd (tests/harness), installing what it needs,
 #                   the packages built, installed, upgraded and purged there,
-#                   then conformance and e2e (kubelet); each suite's time is printed, and
+#                   then conformance, e2e (kubelet), load and node (a VM); each suite's time is printed, and
 #                   again at the end with the total
 #   make fuzz       the property-based fuzzers, long (FUZZ_CASES=)
 #   make conformance  crictl and critest (CRICTL=, CRITEST=) against the
@@ -178,7 +178,7 @@ CHECK_TIMES := target/check-times.txt
 check:
 	@mkdir -p target && : > $(CHECK_TIMES)
 	@TIMED_SUMMARY=$(abspath $(CHECK_TIMES)) $(TIMED) total sh -c '$(MAKE) --no-print-directory \
-	  lint unit fuzz-short integration packaging conformance e2e load; rc=$$?; \
+	  lint unit fuzz-short integration packaging conformance e2e load node; rc=$$?; \
 	  echo "make check: time per suite" >&2; cat $(CHECK_TIMES) >&2; exit $$rc'
 
 # crictl and critest against podscope-cri as installed, in the harness: a

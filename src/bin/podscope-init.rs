@@ -13,8 +13,8 @@
 //! never meets a pipe with no reader while podscoped is down (see
 //! `pod::holder` for the protocol).
 //!
-//! With `--exec-wait PIDFILE -- RUNTIME...` it is instead the main process
-//! of an exec's unit (see `container::exec`): it runs the OCI runtime's
+//! With `--exec-wait PIDFILE [--join-cgroup PROCS] -- RUNTIME...` it is
+//! instead the main process of an exec's unit (see `container::exec`): it runs the OCI runtime's
 //! detached exec as a child subreaper, so the command the runtime starts,
 //! whose parent exits at once, becomes its child; it then waits for that
 //! command alone and exits with its status (128 + the signal that killed
@@ -444,10 +444,24 @@ fn run_init(ready_fd: libc::c_int, hold_socket: Option<&str>) -> ! {
     }
 }
 
-/// `--exec-wait PIDFILE -- RUNTIME ARGS...`: see the module's comment.
-fn exec_wait(pidfile: &str, argv: &[String]) -> ! {
+/// `--exec-wait PIDFILE [--join-cgroup PROCS] -- RUNTIME ARGS...`: see
+/// the module's comment. With `--join-cgroup` it first moves itself into
+/// the cgroup whose `cgroup.procs` that is (the container's), so the
+/// runtime and the command start there: a runtime that manages no cgroup
+/// (crun with its manager off) would leave the command in the exec's unit,
+/// outside the container's limits and its cgroup namespace's root.
+fn exec_wait(pidfile: &str, join: Option<&str>, argv: &[String]) -> ! {
     if argv.is_empty() {
         usage("--exec-wait needs a runtime command after --");
+    }
+    if let Some(procs) = join {
+        if let Err(e) = std::fs::write(procs, b"0") {
+            let _ = writeln!(
+                std::io::stderr(),
+                "podscope-init: join the container's cgroup ({procs}): {e}"
+            );
+            exit(1);
+        }
     }
     let cargs: Vec<CString> = argv
         .iter()
@@ -519,10 +533,21 @@ fn main() {
         let pidfile = args
             .next()
             .unwrap_or_else(|| usage("--exec-wait needs a PID file"));
-        if args.next().as_deref() != Some("--") {
-            usage("--exec-wait PIDFILE -- RUNTIME ARGS...");
+        let mut join = None;
+        match args.next().as_deref() {
+            Some("--") => {}
+            Some("--join-cgroup") => {
+                join = Some(
+                    args.next()
+                        .unwrap_or_else(|| usage("--join-cgroup needs a cgroup.procs file")),
+                );
+                if args.next().as_deref() != Some("--") {
+                    usage("--exec-wait PIDFILE [--join-cgroup PROCS] -- RUNTIME ARGS...");
+                }
+            }
+            _ => usage("--exec-wait PIDFILE [--join-cgroup PROCS] -- RUNTIME ARGS..."),
         }
-        exec_wait(&pidfile, &args.collect::<Vec<_>>());
+        exec_wait(&pidfile, join.as_deref(), &args.collect::<Vec<_>>());
     }
     let o = parse_args();
     // The pod's network namespace is made (and loopback brought up) by

@@ -57,6 +57,8 @@ pub struct RunningExec {
     terminal: Option<tokio::task::JoinHandle<std::io::Result<OwnedFd>>>,
     files: Vec<PathBuf>,
     runtime_log: PathBuf,
+    /// Where the runtime wrote the command's PID.
+    pid_file: PathBuf,
     started: std::time::Instant,
 }
 
@@ -167,6 +169,17 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 "StandardError"
             },
         );
+        // The command in the container's cgroup, as runc puts it itself:
+        // crun, managing no cgroup, would leave it in the exec's unit,
+        // outside the container's limits and (v2) its cgroup namespace's
+        // root. On v1 each controller is a hierarchy of its own: not done.
+        let join = (self.cgroup_v2 && handler.kind() == Some(RuntimeKind::Crun)).then(|| {
+            format!(
+                "{}/{}/cgroup.procs",
+                unified::CGROUP_V2_ROOT,
+                c.cgroup_path().trim_start_matches('/')
+            )
+        });
         let props = vec![
             (
                 "Description",
@@ -185,6 +198,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 Prop::Exec(vec![exec_wait(
                     &self.settings.init_path,
                     &pid_arg,
+                    join.as_deref(),
                     unit::command(handler, &args, false),
                 )]),
             ),
@@ -215,6 +229,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             terminal,
             files,
             runtime_log,
+            pid_file,
             started: std::time::Instant::now(),
         })
     }
@@ -395,8 +410,18 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 }
             }
             Err(cut) => {
-                // Killed with everything it started (all of it is in the
-                // exec unit's cgroup).
+                // The command first: it is in the container's cgroup (runc
+                // puts it there, and podscope-init for crun on v2), out of
+                // the unit's reach; then the unit, with what is left in it.
+                if let Some(pid) = std::fs::read_to_string(&run.pid_file)
+                    .ok()
+                    .and_then(|t| t.trim().parse::<i32>().ok())
+                    .filter(|p| *p > 1)
+                {
+                    // SAFETY: a signal to a PID the runtime wrote for this
+                    // exec, which podscope-init (its reaper) still waits for.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
                 let _ = self.systemd.kill_unit(&unit, libc::SIGKILL).await;
                 let _ = self
                     .systemd
@@ -465,15 +490,18 @@ impl<S: SystemdClient + Clone> Containers<S> {
 fn exec_wait(
     init: &Path,
     pid_file: &str,
+    join_cgroup: Option<&str>,
     runtime: crate::systemd::ExecCommand,
 ) -> crate::systemd::ExecCommand {
     let mut argv = vec![
         "podscope-init".to_owned(),
         "--exec-wait".to_owned(),
         pid_file.to_owned(),
-        "--".to_owned(),
-        runtime.path,
     ];
+    if let Some(procs) = join_cgroup {
+        argv.extend(["--join-cgroup".to_owned(), procs.to_owned()]);
+    }
+    argv.extend(["--".to_owned(), runtime.path]);
     argv.extend(runtime.argv.into_iter().skip(1));
     crate::systemd::ExecCommand {
         path: init.display().to_string(),

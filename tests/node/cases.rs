@@ -4,7 +4,10 @@ use crate::cri::{container_config, pod_config};
 use crate::{ensure, sh, wait_for, Crictl, Outcome};
 use std::time::Duration;
 
-pub const ALL: &[(&str, fn() -> Outcome)] = &[
+/// A case: its name, and what it runs.
+pub type Case = (&'static str, fn() -> Outcome);
+
+pub const ALL: &[Case] = &[
     (
         "the node boots systemd on cgroup v2",
         the_node_is_systemd_on_cgroup_v2,
@@ -126,6 +129,19 @@ fn limits(handler: &str) -> Outcome {
             exec.trim() == "0::/",
             "/proc/self/cgroup in an exec reads {exec}"
         );
+        // An exec cut at its timeout leaves no command behind, though it
+        // ran in the container's cgroup, out of its unit's reach.
+        let cut = c.run(&["exec", "-s", "--timeout", "2", &id, "sleep", "61"]);
+        ensure!(
+            cut.is_err(),
+            "an exec of sleep 61 with a 2 s timeout ended well"
+        );
+        let gone = wait_for(Duration::from_secs(10), || {
+            sh("pgrep -f 'sleep 6[1]' || true")
+                .ok()
+                .filter(|p| p.trim().is_empty())
+        });
+        ensure!(gone.is_some(), "the exec's command outlived its timeout");
         // UpdateContainerResources changes the files.
         c.run(&[
             "update",
