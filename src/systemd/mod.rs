@@ -598,16 +598,9 @@ impl Systemd {
 
     /// The ActiveState of a unit, or None when systemd does not know it.
     pub async fn active_state(&self, unit: &str) -> Result<Option<String>> {
-        let Some(path) = self.unit_path(unit).await? else {
+        let Some(proxy) = self.unit_proxy(unit).await? else {
             return Ok(None);
         };
-        let proxy = UnitProxy::builder(&self.conn)
-            .path(path)
-            .map_err(|e| bus_err("unit proxy", e))?
-            .cache_properties(zbus::proxy::CacheProperties::No)
-            .build()
-            .await
-            .map_err(|e| bus_err("unit proxy", e))?;
         let step = format!("ActiveState of {unit}");
         match self.gate.call_soon(&step, || proxy.active_state()).await? {
             Ok(s) => Ok(Some(s)),
@@ -618,8 +611,22 @@ impl Systemd {
 
     /// Whether a job (a queued start, say) is pending for the unit.
     async fn has_job(&self, unit: &str) -> Result<bool> {
-        let Some(path) = self.unit_path(unit).await? else {
+        let Some(proxy) = self.unit_proxy(unit).await? else {
             return Ok(false);
+        };
+        let step = format!("Job of {unit}");
+        match self.gate.call_soon(&step, || proxy.job()).await? {
+            Ok((id, _)) => Ok(id != 0),
+            Err(e) if is_no_such_unit(&e) || is_unknown_object(&e) => Ok(false),
+            Err(e) => Err(bus_err(&step, e)),
+        }
+    }
+
+    /// A proxy of the unit's object (its properties read afresh each
+    /// time), or None when systemd does not know it.
+    async fn unit_proxy(&self, unit: &str) -> Result<Option<UnitProxy<'static>>> {
+        let Some(path) = self.unit_path(unit).await? else {
+            return Ok(None);
         };
         let proxy = UnitProxy::builder(&self.conn)
             .path(path)
@@ -628,12 +635,7 @@ impl Systemd {
             .build()
             .await
             .map_err(|e| bus_err("unit proxy", e))?;
-        let step = format!("Job of {unit}");
-        match self.gate.call_soon(&step, || proxy.job()).await? {
-            Ok((id, _)) => Ok(id != 0),
-            Err(e) if is_no_such_unit(&e) || is_unknown_object(&e) => Ok(false),
-            Err(e) => Err(bus_err(&step, e)),
-        }
+        Ok(Some(proxy))
     }
 
     /// GetUnit: the unit's object, or None when systemd does not know it.

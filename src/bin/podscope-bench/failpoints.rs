@@ -10,6 +10,7 @@
 //! One source for both users: `make bench` (the "failpoints × 5 rounds"
 //! row) and the integration test `failpoints`, which includes this file.
 
+use crate::leftovers::sh;
 use podscope::api::image::PullOptions;
 use podscope::api::{proxy::system_connection, Client, CreateOptions, ListFilter, PodMetadata};
 use podscope::failpoint;
@@ -697,20 +698,6 @@ fn host_local_leases(id: &str) -> Vec<String> {
         .filter(|(_, owner)| owner == id)
         .map(|(ip, _)| ip)
         .collect()
-}
-
-fn sh(cmd: &str) -> String {
-    let o = Command::new("bash")
-        .arg("-c")
-        .arg(cmd)
-        .output()
-        .expect("bash");
-    assert!(
-        o.status.success(),
-        "`{cmd}` failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 fn sh_status(cmd: &str) -> i32 {

@@ -20,7 +20,10 @@ mod node_load;
 mod streaming;
 
 use k8s_cri::v1 as cri;
+// The one shell helper of the bench (leftovers.rs is shared by path with
+// the tests, so it is defined there).
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use leftovers::sh;
 use podscope::api::{proxy::system_connection, Client, CreateOptions, ListFilter, PodMetadata};
 use podscope::domain::NetworkMode;
 use podscope::logging::event;
@@ -113,20 +116,6 @@ fn ms(d: Duration) -> String {
         return format!("{:.1} µs", d.as_secs_f64() * 1e6);
     }
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
-}
-
-fn sh(cmd: &str) -> String {
-    let o = Command::new("bash")
-        .arg("-c")
-        .arg(cmd)
-        .output()
-        .expect("bash");
-    assert!(
-        o.status.success(),
-        "`{cmd}` failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 fn daemon_pid() -> u32 {
