@@ -44,7 +44,11 @@ step image
 
 # The root: the cached base, podscope's package installed as a user does,
 # the suite and its tools beside it.
-rm -rf "$WORK"
+# A run killed before its cleanup may have left /proc, /sys and /dev bound
+# under the old root: those go first, and rm never crosses a mount.
+awk -v w="$WORK/" 'index($2, w) == 1 { print $2 }' /proc/self/mounts | sort -r \
+    | while read -r m; do umount -l "$m" || true; done
+rm -rf --one-file-system "$WORK"
 mkdir -p "$WORK/root"
 tar -C "$WORK/root" -xf "$base" || fail "unpacking $base"
 ROOT=$WORK/root
@@ -84,7 +88,7 @@ step install
 
 truncate -s 6G "$WORK/root.img"
 mkfs.ext4 -q -F -d "$ROOT" "$WORK/root.img" || fail "making the node's disk"
-rm -rf "$ROOT"
+rm -rf --one-file-system "$ROOT"
 step disk
 
 # KVM only where it runs a guest: here /dev/kvm opens but a guest under it
