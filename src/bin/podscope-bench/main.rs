@@ -20,8 +20,6 @@ mod node_load;
 mod streaming;
 
 use k8s_cri::v1 as cri;
-// The one shell helper of the bench (leftovers.rs is shared by path with
-// the tests, so it is defined there).
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use leftovers::sh;
 use podscope::api::{proxy::system_connection, Client, CreateOptions, ListFilter, PodMetadata};
