@@ -69,6 +69,21 @@ fn pull() -> Outcome {
     Ok(())
 }
 
+/// Run `case` with a pod of its own (`name`, on `handler`), removed after
+/// it whatever the case found; a failed removal fails the case too.
+fn in_pod(
+    name: &str,
+    handler: &str,
+    case: impl FnOnce(&Crictl, &serde_json::Value, &str) -> Outcome,
+) -> Outcome {
+    let c = Crictl::new();
+    let pod = pod_config(name);
+    let pod_id = c.runp(&pod, handler)?;
+    let r = case(&c, &pod, &pod_id);
+    let removed = c.remove_pod(&pod_id);
+    r.and(removed)
+}
+
 /// The cgroup directory of a container's unit.
 fn container_cgroup(id: &str) -> Result<String, String> {
     let cg = sh(&format!(
@@ -88,10 +103,7 @@ fn read(dir: &str, file: &str) -> Result<String, String> {
 }
 
 fn limits(handler: &str) -> Outcome {
-    let c = Crictl::new();
-    let pod = pod_config(&format!("limits-{handler}"));
-    let pod_id = c.runp(&pod, handler)?;
-    let r = (|| {
+    in_pod(&format!("limits-{handler}"), handler, |c, pod, pod_id| {
         let mut ctr = container_config("limited", "cat /proc/self/cgroup; exec sleep 3600");
         ctr["linux"]["resources"] = serde_json::json!({
             "memory_limit_in_bytes": 67108864,
@@ -100,7 +112,7 @@ fn limits(handler: &str) -> Outcome {
             "cpu_shares": 512,
             "unified": { "memory.oom.group": "1", "memory.high": "50331648" }
         });
-        let id = c.run_container(&pod_id, &ctr, &pod)?;
+        let id = c.run_container(pod_id, &ctr, pod)?;
         let cg = container_cgroup(&id)?;
         let want = [
             ("memory.max", "67108864"),
@@ -156,56 +168,46 @@ fn limits(handler: &str) -> Outcome {
             ensure!(got == value, "after update, {file} is {got}, not {value}");
         }
         Ok(())
-    })();
-    let removed = c.remove_pod(&pod_id);
-    r.and(removed)
+    })
 }
 
 /// A key of no controller the node enables is refused at create, a value
 /// the kernel refuses at start: InvalidArgument, the key named, and
 /// nothing running.
 fn unified_refusals() -> Outcome {
-    let c = Crictl::new();
-    let pod = pod_config("unified-bad");
-    let pod_id = c.runp(&pod, "crun")?;
-    let r = (|| {
+    in_pod("unified-bad", "crun", |c, pod, pod_id| {
         let mut ctr = container_config("bad-key", "sleep 3600");
         ctr["linux"]["resources"]["unified"] = serde_json::json!({ "nosuch.file": "1" });
-        let e = c.run_container(&pod_id, &ctr, &pod).unwrap_err();
+        let e = c.run_container(pod_id, &ctr, pod).unwrap_err();
         ensure!(
             e.contains("InvalidArgument") && e.contains("nosuch.file"),
             "a key of no controller: {e}"
         );
-        let listed = c.run(&["ps", "-a", "-q", "--pod", &pod_id])?;
+        let listed = c.run(&["ps", "-a", "-q", "--pod", pod_id])?;
         ensure!(
             listed.is_empty(),
             "the refused create left containers: {listed}"
         );
         let mut ctr = container_config("bad-value", "sleep 3600");
         ctr["linux"]["resources"]["unified"] = serde_json::json!({ "memory.oom.group": "7" });
-        let e = c.run_container(&pod_id, &ctr, &pod).unwrap_err();
+        let e = c.run_container(pod_id, &ctr, pod).unwrap_err();
         ensure!(
             e.contains("InvalidArgument")
                 && e.contains("memory.oom.group")
                 && e.contains("Invalid argument"),
             "a value the kernel refuses: {e}"
         );
-        let running = c.run(&["ps", "-q", "--pod", &pod_id])?;
+        let running = c.run(&["ps", "-q", "--pod", pod_id])?;
         ensure!(
             running.is_empty(),
             "a container runs after the refusal: {running}"
         );
         Ok(())
-    })();
-    let removed = c.remove_pod(&pod_id);
-    r.and(removed)
+    })
 }
 
 fn oom_killed(handler: &str) -> Outcome {
-    let c = Crictl::new();
-    let pod = pod_config(&format!("oom-{handler}"));
-    let pod_id = c.runp(&pod, handler)?;
-    let r = (|| {
+    in_pod(&format!("oom-{handler}"), handler, |c, pod, pod_id| {
         // Two processes: with memory.oom.group (kubelet's default on v2)
         // the whole container goes, the sleeper too.
         let mut ctr = container_config("hog", "sleep 3600 & tail /dev/zero");
@@ -213,7 +215,7 @@ fn oom_killed(handler: &str) -> Outcome {
             "memory_limit_in_bytes": 33554432,
             "unified": { "memory.oom.group": "1" }
         });
-        let id = c.run_container(&pod_id, &ctr, &pod)?;
+        let id = c.run_container(pod_id, &ctr, pod)?;
         let state = wait_for(Duration::from_secs(60), || {
             c.state(&id).ok().filter(|(s, _)| s == "CONTAINER_EXITED")
         });
@@ -222,9 +224,7 @@ fn oom_killed(handler: &str) -> Outcome {
         };
         ensure!(reason == "OOMKilled", "{id} exited with reason {reason:?}");
         Ok(())
-    })();
-    let removed = c.remove_pod(&pod_id);
-    r.and(removed)
+    })
 }
 
 fn nothing_left() -> Outcome {
