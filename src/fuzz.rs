@@ -349,8 +349,8 @@ proptest! {
     }
 }
 
-fn cri_request() -> impl Strategy<Value = k8s_cri::v1::RunPodSandboxRequest> {
-    use k8s_cri::v1 as cri;
+fn cri_request() -> impl Strategy<Value = cri_api::v1::RunPodSandboxRequest> {
+    use cri_api::v1 as cri;
     let strings = || prop::collection::hash_map(text(), text(), 0..4);
     let ns = || prop_oneof![0..4i32, any::<i32>()];
     let port = (any::<i32>(), any::<i32>(), any::<i32>(), text()).prop_map(|(p, c, h, ip)| {

@@ -4,6 +4,7 @@
 pub mod api;
 pub mod bus;
 pub mod bus_gate;
+pub mod cgroup_layout;
 pub mod cni;
 pub mod container;
 pub mod cri;

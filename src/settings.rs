@@ -137,6 +137,10 @@ pub struct Settings {
     /// key, both or neither (empty: plain HTTP).
     pub stream_tls_cert: PathBuf,
     pub stream_tls_key: PathBuf,
+    /// systemd-oomd for the pod slices podscope makes: a memory pressure
+    /// limit ("60%") given to each as `ManagedOOMMemoryPressure=kill`;
+    /// empty (the default) leaves them to the kernel's OOM killer alone.
+    pub oomd_memory_pressure_limit: String,
 }
 
 impl Default for Settings {
@@ -171,6 +175,7 @@ impl Default for Settings {
             stream_idle_timeout_ms: 4 * 3600 * 1000,
             stream_tls_cert: PathBuf::new(),
             stream_tls_key: PathBuf::new(),
+            oomd_memory_pressure_limit: String::new(),
         }
     }
 }
@@ -282,6 +287,7 @@ impl Settings {
                 }
             }
         }
+        crate::domain::oomd::parse_limit(&s.oomd_memory_pressure_limit)?;
         if s.init_path.as_os_str().is_empty() {
             s.init_path = std::env::current_exe()
                 .ok()
@@ -306,6 +312,14 @@ impl Settings {
                 }
             }),
         }
+    }
+
+    /// The pod slices' memory pressure limit for systemd-oomd, in
+    /// permyriad; None when off (parse has checked it).
+    pub fn oomd_limit(&self) -> Option<u32> {
+        crate::domain::oomd::parse_limit(&self.oomd_memory_pressure_limit)
+            .ok()
+            .flatten()
     }
 
     pub fn stop_timeout(&self) -> Duration {
@@ -388,12 +402,23 @@ mod tests {
         assert!(!s.handler_known("runc"), "a table replaces the defaults");
         assert_eq!(s.runtime("").unwrap().0, "fast");
         assert_eq!(s.runtime("kata").unwrap().1.kind(), Some(RuntimeKind::Runc));
+        assert_eq!(s.oomd_limit(), None, "systemd-oomd is off by default");
+        let oomd = Settings::parse("oomd_memory_pressure_limit = \"60%\"").unwrap();
+        assert_eq!(oomd.oomd_limit(), Some(6000));
         for (bad, field) in [
             ("default_runtime = \"kata\"", "default_runtime"),
             ("[runtimes.x]\npath = \"/usr/bin/youki\"", "runtimes.x.kind"),
             ("[runtimes.x]\npath = \"crun\"", "runtimes.x.path"),
             ("[runtimes.X]\npath = \"/usr/bin/crun\"", "runtimes.X"),
             ("pod_shm_size = \"lots\"", "pod_shm_size"),
+            (
+                "oomd_memory_pressure_limit = \"60\"",
+                "oomd_memory_pressure_limit",
+            ),
+            (
+                "oomd_memory_pressure_limit = \"100%\"",
+                "oomd_memory_pressure_limit",
+            ),
             ("stream_tls_cert = \"/etc/c.pem\"", "stream_tls_key"),
             ("stream_tls_key = \"/etc/k.pem\"", "stream_tls_cert"),
             (

@@ -344,6 +344,13 @@ pub struct RuntimeInfo {
     pub os: String,
     pub architecture: String,
     pub variant: String,
+    /// The node's cgroup layout ("v2", "v1-hybrid", "v1") and what an
+    /// operator should know of it (empty on v2).
+    pub cgroup_layout: String,
+    pub cgroup_advice: String,
+    /// The pod slices' limit given to systemd-oomd ("60.00%"); empty when
+    /// off.
+    pub oomd_memory_pressure_limit: String,
 }
 
 /// Wait's answer: how a sandbox left READY.
@@ -816,6 +823,9 @@ mod tests {
             os: "linux".into(),
             architecture: "amd64".into(),
             variant: String::new(),
+            cgroup_layout: "v2".into(),
+            cgroup_advice: String::new(),
+            oomd_memory_pressure_limit: "60.00%".into(),
         };
         let d = to_dict(&info).unwrap();
         assert_eq!(d["descriptors_limit"].value_signature().to_string(), "t");

@@ -934,6 +934,18 @@ async fn info(m: &Client) -> Result<(), Fail> {
         println!("  {unit}");
     }
     println!("Network teardowns owed: {}", info.network_teardowns_owed);
+    println!("cgroup layout: {}", info.cgroup_layout);
+    if !info.cgroup_advice.is_empty() {
+        println!("  {}", info.cgroup_advice);
+    }
+    println!(
+        "systemd-oomd for pod slices: {}",
+        if info.oomd_memory_pressure_limit.is_empty() {
+            "off".to_owned()
+        } else {
+            format!("memory pressure limit {}", info.oomd_memory_pressure_limit)
+        }
+    );
     println!(
         "File descriptors: {} open of {} (most at once {}; {} promised to calls in flight)",
         info.descriptors_open,

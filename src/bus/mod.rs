@@ -336,6 +336,7 @@ impl Service {
         let rec = lc.recovery_report();
         let ctr_rec = self.containers.recovery_report();
         let platform = crate::domain::platform::host();
+        let layout = crate::cgroup_layout::detect();
         let condition = |kind: &str, status: bool, reason: &str, message: String| Condition {
             kind: kind.to_owned(),
             status,
@@ -436,6 +437,13 @@ impl Service {
             os: platform.os.into(),
             architecture: platform.architecture.into(),
             variant: platform.variant.into(),
+            cgroup_layout: layout.name().into(),
+            cgroup_advice: layout.advice().into(),
+            oomd_memory_pressure_limit: lc
+                .settings
+                .oomd_limit()
+                .map(crate::domain::oomd::percent)
+                .unwrap_or_default(),
         };
         (conditions, info)
     }

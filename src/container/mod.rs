@@ -40,7 +40,7 @@ use crate::domain::container::{
     exit_reason, id_from_container_unit, Container, ContainerConfig, ContainerExit, ContainerKey,
     ContainerState, REASON_UNKNOWN,
 };
-use crate::domain::{ContainerId, Sandbox, SandboxId, State};
+use crate::domain::{oomd, ContainerId, Sandbox, SandboxId, State};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::failpoint;
 use crate::hostns::HostNs;
@@ -390,11 +390,19 @@ impl<S: SystemdClient + Clone> Containers<S> {
         let c = entry.snapshot();
         let live = self.live.lock().unwrap().remove(&c.id);
         let mut oom_killed = c.oom_killed;
+        let mut oomd_killed = false;
         if let Some(live) = live {
             oom_killed |= live
                 .oom
                 .as_ref()
                 .is_some_and(|w| w.seen.load(Ordering::Acquire));
+            if let Some(w) = live
+                .oom
+                .as_ref()
+                .filter(|_| !oom_killed && exit.code == 137)
+            {
+                oomd_killed = w.oomd_seen(self.oomd_grace(&c)).await;
+            }
             let _ = live.end.send(End::Drain);
             for r in live.readers {
                 // The pipe holds at most its buffer: this is quick.
@@ -402,6 +410,23 @@ impl<S: SystemdClient + Clone> Containers<S> {
             }
         }
         self.end_execs(&c).await;
+        if exit.reason.is_empty() && oomd_killed {
+            let pod = self.pods.get(&c.pod_id).map(|p| p.snapshot());
+            let slice = pod.as_ref().map(|p| p.slice.clone()).unwrap_or_default();
+            exit.reason = oomd::REASON_OOMD_KILLED.into();
+            exit.message = oomd::oomd_message(&slice, self.settings.oomd_limit());
+            warn!(
+                container_id = %c.id,
+                sandbox_id = %c.pod_id,
+                reason = oomd::REASON_OOMD_KILLED,
+                "container {} ({}) of pod {} killed by systemd-oomd: {}",
+                c.id,
+                c.config.name,
+                pod.map(|p| format!("{}/{}", p.config.namespace, p.config.name))
+                    .unwrap_or_else(|| c.pod_id.to_string()),
+                exit.message
+            );
+        }
         if exit.reason.is_empty() {
             exit.reason = exit_reason(exit.code, oom_killed).to_owned();
         }
@@ -430,6 +455,26 @@ impl<S: SystemdClient + Clone> Containers<S> {
             ContainerState::Exited,
         ));
         Ok(())
+    }
+
+    /// How long a SIGKILLed container's end waits for systemd-oomd's mark
+    /// on its cgroup (set just after oomd's kill, so it can trail the
+    /// exit): only where podscope handed the pod's slice to oomd; other
+    /// kills are told at once, so a forced stop is not slowed.
+    fn oomd_grace(&self, c: &Container) -> Duration {
+        let handed = self.settings.oomd_limit().is_some()
+            && self.pods.get(&c.pod_id).is_some_and(|p| {
+                crate::domain::slice::is_own_pod_slice(
+                    &self.settings.default_slice,
+                    c.pod_id.as_str(),
+                    &p.snapshot().slice,
+                )
+            });
+        if handed {
+            Duration::from_millis(500)
+        } else {
+            Duration::ZERO
+        }
     }
 
     /// The container ended: so do its execs. In a pod's shared PID

@@ -50,6 +50,31 @@ pub fn layout() -> Layout {
     }
 }
 
+/// Whether systemd-oomd killed in the cgroup `dir`: it counts its kills
+/// in the `user.oomd_ooms` extended attribute (systemd 248+). False when
+/// the cgroup is gone (systemd removes it once the unit is stopped).
+pub fn oomd_killed(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut buf = [0u8; 32];
+    // SAFETY: a NUL-terminated path and name, and a buffer of its length.
+    let n = unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            c"user.oomd_ooms".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    n > 0
+        && std::str::from_utf8(&buf[..n as usize])
+            .ok()
+            .and_then(|v| v.trim_end_matches('\0').trim().parse::<u64>().ok())
+            .is_some_and(|k| k > 0)
+}
+
 /// The container's memory cgroup directory for `cgroup_path` (the unit's
 /// path below the hierarchy's root).
 pub fn memory_dir(layout: Layout, cgroup_path: &str) -> Option<PathBuf> {
@@ -61,13 +86,33 @@ pub fn memory_dir(layout: Layout, cgroup_path: &str) -> Option<PathBuf> {
     }
 }
 
-/// A watch on one container: `seen` turns true at the first OOM kill.
+/// A watch on one container: `seen` turns true at the first OOM kill
+/// by the kernel, `oomd` when systemd-oomd marks the cgroup it killed
+/// (v2 only: oomd needs it).
 pub struct OomWatch {
     pub seen: Arc<AtomicBool>,
+    pub oomd: Arc<AtomicBool>,
     /// What its task holds open: an eventfd and memory.oom_control (v1),
     /// an inotify (v2).
     pub descriptors: usize,
     task: tokio::task::JoinHandle<()>,
+}
+
+impl OomWatch {
+    /// Whether systemd-oomd killed in the cgroup, waiting up to `grace`
+    /// for its mark.
+    pub async fn oomd_seen(&self, grace: std::time::Duration) -> bool {
+        let end = tokio::time::Instant::now() + grace;
+        loop {
+            if self.oomd.load(Ordering::Acquire) {
+                return true;
+            }
+            if tokio::time::Instant::now() >= end {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
 }
 
 impl Drop for OomWatch {
@@ -84,6 +129,7 @@ pub async fn watch(hostns: &HostNs, layout: Layout, cgroup_path: &str) -> Result
     };
     hostns.create_dir_all(&dir).await?;
     let seen = Arc::new(AtomicBool::new(false));
+    let oomd = Arc::new(AtomicBool::new(false));
     let descriptors = match layout {
         Layout::V1 => 2,
         _ => 1,
@@ -111,14 +157,17 @@ pub async fn watch(hostns: &HostNs, layout: Layout, cgroup_path: &str) -> Result
         Layout::V2 => {
             let events = dir.join("memory.events");
             let base = oom_kills(&events).unwrap_or(0);
-            let ino = inotify_on(&events)?;
-            let seen2 = seen.clone();
-            tokio::spawn(watch_v2(ino, events, base, seen2))
+            // memory.events for the kernel's kills; the directory's
+            // attributes for oomd's mark (an extended attribute set is an
+            // IN_ATTRIB on the directory).
+            let ino = inotify_on(&[(&events, libc::IN_MODIFY), (&dir, libc::IN_ATTRIB)])?;
+            tokio::spawn(watch_v2(ino, dir, base, seen.clone(), oomd.clone()))
         }
         Layout::None => return Ok(None),
     };
     Ok(Some(OomWatch {
         seen,
+        oomd,
         descriptors,
         task,
     }))
@@ -170,7 +219,7 @@ fn parse_oom_kill(text: &str) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-fn inotify_on(path: &Path) -> Result<OwnedFd> {
+fn inotify_on(watches: &[(&Path, u32)]) -> Result<OwnedFd> {
     // SAFETY: inotify_init1(2) and inotify_add_watch(2) with checked results.
     unsafe {
         let fd = libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK);
@@ -178,22 +227,31 @@ fn inotify_on(path: &Path) -> Result<OwnedFd> {
             return Err(Error::io("inotify", std::io::Error::last_os_error()));
         }
         let fd = OwnedFd::from_raw_fd(fd);
-        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-            .map_err(|_| Error::internal("a cgroup path with a NUL"))?;
-        if libc::inotify_add_watch(fd.as_raw_fd(), c.as_ptr(), libc::IN_MODIFY) < 0 {
-            return Err(Error::io(
-                format!("watch {}", path.display()),
-                std::io::Error::last_os_error(),
-            ));
+        for (path, mask) in watches {
+            let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+                .map_err(|_| Error::internal("a cgroup path with a NUL"))?;
+            if libc::inotify_add_watch(fd.as_raw_fd(), c.as_ptr(), *mask) < 0 {
+                return Err(Error::io(
+                    format!("watch {}", path.display()),
+                    std::io::Error::last_os_error(),
+                ));
+            }
         }
         Ok(fd)
     }
 }
 
-async fn watch_v2(ino: OwnedFd, events: PathBuf, base: u64, seen: Arc<AtomicBool>) {
+async fn watch_v2(
+    ino: OwnedFd,
+    dir: PathBuf,
+    base: u64,
+    seen: Arc<AtomicBool>,
+    oomd: Arc<AtomicBool>,
+) {
     let Ok(afd) = super::logs::async_fd(ino) else {
         return;
     };
+    let events = dir.join("memory.events");
     loop {
         let Ok(mut guard) = afd.readable().await else {
             return;
@@ -208,6 +266,9 @@ async fn watch_v2(ino: OwnedFd, events: PathBuf, base: u64, seen: Arc<AtomicBool
             )
         };
         guard.clear_ready();
+        if !oomd.load(Ordering::Relaxed) && oomd_killed(&dir) {
+            oomd.store(true, Ordering::Release);
+        }
         match oom_kills(&events) {
             Some(k) if k > base => {
                 seen.store(true, Ordering::Release);
@@ -255,9 +316,10 @@ mod tests {
         let t = crate::store::tests::TempDir::new();
         let events = t.0.join("memory.events");
         std::fs::write(&events, "oom 0\noom_kill 0\n").unwrap();
-        let ino = inotify_on(&events).unwrap();
+        let ino = inotify_on(&[(&events, libc::IN_MODIFY), (&t.0, libc::IN_ATTRIB)]).unwrap();
         let seen = Arc::new(AtomicBool::new(false));
-        let task = tokio::spawn(watch_v2(ino, events.clone(), 0, seen.clone()));
+        let oomd = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn(watch_v2(ino, t.0.clone(), 0, seen.clone(), oomd.clone()));
         std::fs::write(&events, "oom 1\noom_kill 0\n").unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert!(!seen.load(Ordering::Acquire));
@@ -267,5 +329,30 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(seen.load(Ordering::Acquire));
+        assert!(!oomd.load(Ordering::Acquire));
+    }
+
+    /// systemd-oomd's mark on the directory (an extended attribute set is
+    /// an IN_ATTRIB there) is seen; the kernel's count is not touched.
+    #[tokio::test]
+    async fn oomds_mark_is_seen() {
+        let t = crate::store::tests::TempDir::new();
+        let events = t.0.join("memory.events");
+        std::fs::write(&events, "oom 0\noom_kill 0\n").unwrap();
+        let ino = inotify_on(&[(&events, libc::IN_MODIFY), (&t.0, libc::IN_ATTRIB)]).unwrap();
+        let seen = Arc::new(AtomicBool::new(false));
+        let oomd = Arc::new(AtomicBool::new(false));
+        let _task = tokio::spawn(watch_v2(ino, t.0.clone(), 0, seen.clone(), oomd.clone()));
+        assert!(!oomd_killed(&t.0));
+        xattr::set(&t.0, "user.oomd_ooms", b"1").expect("user xattrs on the test's directory");
+        let w = OomWatch {
+            seen: seen.clone(),
+            oomd,
+            descriptors: 1,
+            task: tokio::spawn(async {}),
+        };
+        assert!(w.oomd_seen(std::time::Duration::from_secs(5)).await);
+        assert!(!seen.load(Ordering::Acquire));
+        assert!(oomd_killed(&t.0));
     }
 }

@@ -5,6 +5,7 @@
 //! container signals. No state of its own.
 
 use super::errors::{is_not_found, status_of};
+use super::pressure;
 use super::runtime::{detached, now_ns, Cri};
 use super::stats::{self, CpuRates};
 use crate::api::container::{ContainerFilter, ContainerOptions, ContainerStatus, ContainerSummary};
@@ -14,7 +15,7 @@ use crate::domain::container::{
     ProfileKind, Propagation, SecurityContext,
 };
 use crate::domain::NamespaceMode;
-use k8s_cri::v1 as cri;
+use cri_api::v1 as cri;
 use std::collections::HashMap;
 use tonic::Status;
 
@@ -135,6 +136,20 @@ pub fn config_from_request(req: &cri::CreateContainerRequest) -> Result<Containe
     #[allow(deprecated)]
     let (legacy_seccomp, legacy_apparmor) =
         (sc.seccomp_profile_path.clone(), sc.apparmor_profile.clone());
+    // The CRI carries an environment value as bytes (cri-api 0.36); the
+    // OCI spec's env is JSON strings, so a value that is not UTF-8 is
+    // refused by name rather than mangled.
+    let envs = c
+        .envs
+        .iter()
+        .map(|kv| match std::str::from_utf8(&kv.value) {
+            Ok(v) => Ok(format!("{}={v}", kv.key)),
+            Err(e) => Err(invalid(
+                "config.envs",
+                format!("the value of {:?} is not UTF-8 ({e})", kv.key),
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let config = ContainerConfig {
         name: meta.name.clone(),
         attempt: meta.attempt,
@@ -142,11 +157,7 @@ pub fn config_from_request(req: &cri::CreateContainerRequest) -> Result<Containe
         command: c.command.clone(),
         args: c.args.clone(),
         working_dir: c.working_dir.clone(),
-        envs: c
-            .envs
-            .iter()
-            .map(|kv| format!("{}={}", kv.key, kv.value))
-            .collect(),
+        envs,
         mounts,
         devices: c
             .devices
@@ -367,6 +378,8 @@ pub fn container_status(s: &ContainerStatus) -> cri::ContainerStatus {
         }),
         image_id: s.image_id.clone(),
         user: None,
+        // The runtime's default: the image's STOPSIGNAL, else SIGTERM.
+        stop_signal: cri::Signal::RuntimeDefault as i32,
     }
 }
 
@@ -420,6 +433,9 @@ pub fn stats_of(
                 .as_ref()
                 .and_then(|x| rates.rate(&s.id, timestamp, x.cpu_usage_ns))
                 .and_then(u64v),
+            psi: sample
+                .as_ref()
+                .and_then(|x| pressure::to_cri(x.pressure.cpu)),
         }),
         memory: Some(cri::MemoryUsage {
             timestamp,
@@ -432,7 +448,13 @@ pub fn stats_of(
             rss_bytes: sample.as_ref().and_then(|x| u64v(x.rss)),
             page_faults: sample.as_ref().and_then(|x| u64v(x.page_faults)),
             major_page_faults: sample.as_ref().and_then(|x| u64v(x.major_page_faults)),
+            psi: sample
+                .as_ref()
+                .and_then(|x| pressure::to_cri(x.pressure.memory)),
         }),
+        io: sample
+            .as_ref()
+            .and_then(|x| pressure::io_usage(&x.pressure, timestamp)),
         writable_layer: Some(cri::FilesystemUsage {
             timestamp,
             fs_id: Some(cri::FilesystemIdentifier {
@@ -860,6 +882,23 @@ mod tests {
         assert_eq!(cfg.security.seccomp.kind, ProfileKind::RuntimeDefault);
         assert_eq!(cfg.security.pid_namespace, NamespaceMode::Pod);
         assert_eq!(cfg.security.masked_paths, None);
+    }
+
+    #[test]
+    fn an_env_value_that_is_not_utf8_is_refused_by_name() {
+        let mut c = base();
+        c.envs.push(cri::KeyValue {
+            key: "BIN".into(),
+            value: vec![b'a', 0xff],
+        });
+        let e = config_from_request(&request(c)).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(
+            e.message()
+                .starts_with("config.envs: the value of \"BIN\" is not UTF-8"),
+            "{}",
+            e.message()
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::api::{self, Dict, SandboxStatus, SandboxSummary};
 use crate::domain::{
     DnsConfig, NamespaceMode, NetworkMode, PortMapping, Protocol, Resources, SandboxConfig, State,
 };
-use k8s_cri::v1 as cri;
+use cri_api::v1 as cri;
 use std::collections::{BTreeMap, HashMap};
 use tonic::Status;
 use zbus::zvariant::Value;

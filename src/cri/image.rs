@@ -7,8 +7,8 @@
 use super::runtime::now_ns;
 use crate::api::image::{ImageFilter, ImageInfo, ImageSummary, PullOptions};
 use crate::error::ErrorKind;
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::image_service_server::ImageService;
+use cri_api::v1 as cri;
+use cri_api::v1::image_service_server::ImageService;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
@@ -185,5 +185,14 @@ impl ImageService for ImageApi {
             image_filesystems: vec![usage],
             container_filesystems: Vec::new(),
         }))
+    }
+
+    // ListImages as a stream (KEP-5825, alpha): not offered yet.
+    type StreamImagesStream = super::runtime::Unoffered<cri::StreamImagesResponse>;
+    async fn stream_images(
+        &self,
+        _: Request<cri::StreamImagesRequest>,
+    ) -> Result<Response<Self::StreamImagesStream>, Status> {
+        Err(super::runtime::unimplemented("StreamImages"))
     }
 }

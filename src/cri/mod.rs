@@ -13,13 +13,14 @@ pub mod convert;
 pub mod daemon;
 pub mod errors;
 pub mod image;
+pub mod pressure;
 pub mod runtime;
 pub mod stats;
 pub mod stream;
 
 use crate::error::{Error, Result};
-use k8s_cri::v1::image_service_server::ImageServiceServer;
-use k8s_cri::v1::runtime_service_server::RuntimeServiceServer;
+use cri_api::v1::image_service_server::ImageServiceServer;
+use cri_api::v1::runtime_service_server::RuntimeServiceServer;
 use libsystemd::activation::IsType;
 use std::future::Future;
 use std::os::fd::{FromRawFd, IntoRawFd};

@@ -10,8 +10,8 @@ use super::stats::{self, CpuRates, PodRef};
 use crate::api::{CreateOptions, ListFilter, SandboxSummary};
 use crate::domain::container::ContainerState;
 use crate::domain::{NetworkMode, SandboxConfig, State};
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_server::RuntimeService;
+use cri_api::v1 as cri;
+use cri_api::v1::runtime_service_server::RuntimeService;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
@@ -123,7 +123,7 @@ fn required_id(id: &str) -> Result<(), Status> {
         .map_err(|e| Status::invalid_argument(format!("pod_sandbox_id: {e}")))
 }
 
-fn unimplemented(what: &str) -> Status {
+pub(super) fn unimplemented(what: &str) -> Status {
     Status::unimplemented(format!("{what}: not implemented by podscope"))
 }
 
@@ -529,6 +529,7 @@ impl RuntimeService for RuntimeApi {
                     .collect(),
                 features: Some(cri::RuntimeFeatures {
                     supplemental_groups_policy: false,
+                    user_namespaces_host_network: false,
                 }),
             })
         })
@@ -780,4 +781,52 @@ impl RuntimeService for RuntimeApi {
     ) -> Result<Response<cri::ListPodSandboxMetricsResponse>, Status> {
         Err(unimplemented("ListPodSandboxMetrics"))
     }
+    async fn update_pod_sandbox_resources(
+        &self,
+        _: Request<cri::UpdatePodSandboxResourcesRequest>,
+    ) -> Result<Response<cri::UpdatePodSandboxResourcesResponse>, Status> {
+        Err(unimplemented("UpdatePodSandboxResources"))
+    }
+
+    // The List calls as streams (KEP-5825, kubelet's CRIListStreaming
+    // gate, alpha): not offered yet, so kubelet uses the List calls.
+    type StreamPodSandboxesStream = Unoffered<cri::StreamPodSandboxesResponse>;
+    async fn stream_pod_sandboxes(
+        &self,
+        _: Request<cri::StreamPodSandboxesRequest>,
+    ) -> Result<Response<Self::StreamPodSandboxesStream>, Status> {
+        Err(unimplemented("StreamPodSandboxes"))
+    }
+    type StreamContainersStream = Unoffered<cri::StreamContainersResponse>;
+    async fn stream_containers(
+        &self,
+        _: Request<cri::StreamContainersRequest>,
+    ) -> Result<Response<Self::StreamContainersStream>, Status> {
+        Err(unimplemented("StreamContainers"))
+    }
+    type StreamContainerStatsStream = Unoffered<cri::StreamContainerStatsResponse>;
+    async fn stream_container_stats(
+        &self,
+        _: Request<cri::StreamContainerStatsRequest>,
+    ) -> Result<Response<Self::StreamContainerStatsStream>, Status> {
+        Err(unimplemented("StreamContainerStats"))
+    }
+    type StreamPodSandboxStatsStream = Unoffered<cri::StreamPodSandboxStatsResponse>;
+    async fn stream_pod_sandbox_stats(
+        &self,
+        _: Request<cri::StreamPodSandboxStatsRequest>,
+    ) -> Result<Response<Self::StreamPodSandboxStatsStream>, Status> {
+        Err(unimplemented("StreamPodSandboxStats"))
+    }
+    type StreamPodSandboxMetricsStream = Unoffered<cri::StreamPodSandboxMetricsResponse>;
+    async fn stream_pod_sandbox_metrics(
+        &self,
+        _: Request<cri::StreamPodSandboxMetricsRequest>,
+    ) -> Result<Response<Self::StreamPodSandboxMetricsStream>, Status> {
+        Err(unimplemented("StreamPodSandboxMetrics"))
+    }
 }
+
+/// The stream type of a streaming call podscope does not offer.
+pub type Unoffered<T> =
+    std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send>>;

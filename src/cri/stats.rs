@@ -1,14 +1,16 @@
 //! Pod stats for PodSandboxStats: CPU and memory from the scope's cgroup
-//! (cgroups-rs, v1 and v2 alike), process count from its pids controller,
+//! (cgroups-rs, v1 and v2 alike), pressure (PSI) from its cgroup2
+//! directory (pressure.rs), process count from its pids controller,
 //! interface counters from the pod's network namespace as its init sees it
 //! (`/proc/<pid>/net/dev`).
 
+use super::pressure;
 use cgroups_rs::fs::cpu::CpuController;
 use cgroups_rs::fs::cpuacct::CpuAcctController;
 use cgroups_rs::fs::memory::MemController;
 use cgroups_rs::fs::pid::PidController;
 use cgroups_rs::fs::{hierarchies, Cgroup, Hierarchy, Subsystem};
-use k8s_cri::v1 as cri;
+use cri_api::v1 as cri;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -28,6 +30,7 @@ pub struct CgroupSample {
     pub page_faults: u64,
     pub major_page_faults: u64,
     pub processes: u64,
+    pub pressure: pressure::Pressure,
 }
 
 impl CgroupSample {
@@ -99,6 +102,14 @@ pub fn read_cgroup(mounts: &Mounts, path: &str) -> Option<CgroupSample> {
         return None;
     }
     let mut s = CgroupSample::default();
+    // PSI lives in the cgroup2 directory: the hierarchy itself on v2, the
+    // hybrid layout's unified mount beside the v1 controllers.
+    let unified = if cg.v2() {
+        mounts.root.join(path.trim_start_matches('/'))
+    } else {
+        Path::new(HYBRID_UNIFIED).join(path.trim_start_matches('/'))
+    };
+    s.pressure = pressure::read(&unified);
     if cg.v2() {
         if let Some(cpu) = cg.controller_of::<CpuController>() {
             s.cpu_usage_ns = v2_cpu_usage_ns(&cpu.cpu().stat);
@@ -238,6 +249,7 @@ pub fn linux_stats(
             timestamp,
             usage_core_nano_seconds: u64v(s.cpu_usage_ns),
             usage_nano_cores: rates.rate(pod.id, timestamp, s.cpu_usage_ns).and_then(u64v),
+            psi: pressure::to_cri(s.pressure.cpu),
         }),
         memory: Some(cri::MemoryUsage {
             timestamp,
@@ -250,7 +262,9 @@ pub fn linux_stats(
             rss_bytes: u64v(s.rss),
             page_faults: u64v(s.page_faults),
             major_page_faults: u64v(s.major_page_faults),
+            psi: pressure::to_cri(s.pressure.memory),
         }),
+        io: pressure::io_usage(&s.pressure, timestamp),
         network: if pod.pod_network && pod.init_pid > 0 {
             network_usage(pod.init_pid, timestamp)
         } else {

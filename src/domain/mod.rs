@@ -7,6 +7,7 @@ pub mod container;
 pub mod id;
 pub mod machine;
 pub mod network;
+pub mod oomd;
 pub mod platform;
 pub mod resources;
 pub mod sandbox;

@@ -86,6 +86,12 @@ pub fn pod_slice(default_slice: &str, id: &str) -> Result<String> {
     Ok(name)
 }
 
+/// Whether `slice` is the pod's own (one podscope made for a pod that
+/// named no cgroup parent), not kubelet's.
+pub fn is_own_pod_slice(default_slice: &str, id: &str, slice: &str) -> bool {
+    pod_slice(default_slice, id).is_ok_and(|own| own == slice)
+}
+
 /// The units that may be pods' own slices in `default_slice`, as a
 /// ListUnitsByPatterns pattern (`podscope-*.slice`).
 pub fn pod_slices_pattern(default_slice: &str) -> String {
@@ -199,6 +205,8 @@ mod tests {
         // And back, as recovery finds them.
         assert_eq!(pod_slices_pattern(D), "podscope-*.slice");
         assert_eq!(id_of_pod_slice(D, &s), Some(id.as_str()));
+        assert!(is_own_pod_slice(D, &id, &s));
+        assert!(!is_own_pod_slice(D, &id, "kubepods-besteffort-podx.slice"));
         assert_eq!(id_of_pod_slice("a-b.slice", &deep), Some(id.as_str()));
         assert_eq!(id_of_pod_slice(D, D), None);
         assert_eq!(id_of_pod_slice(D, &format!("other-{id}.slice")), None);

@@ -34,7 +34,7 @@ use crate::cni::{AttachmentStore, Cni};
 use crate::domain::sandbox::{
     id_from_netns_unit, id_from_scope_unit, now_usec, scope_unit_name, PodNetwork,
 };
-use crate::domain::{slice, Resources, Sandbox, SandboxConfig, SandboxId, State};
+use crate::domain::{oomd, slice, Resources, Sandbox, SandboxConfig, SandboxId, State};
 use crate::error::{Error, ErrorKind, Result, ResultExt};
 use crate::failpoint;
 use crate::registry::{Entry, Registry};

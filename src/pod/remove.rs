@@ -29,10 +29,7 @@ impl<S: SystemdClient> Pods<S> {
         // keeps an empty slice loaded otherwise. kubelet's are kubelet's.
         let sb = entry.snapshot();
         if sb.config.cgroup_parent.is_empty()
-            && slice::pod_slice(&self.settings.default_slice, sb.id.as_str())
-                .ok()
-                .as_deref()
-                == Some(sb.slice.as_str())
+            && slice::is_own_pod_slice(&self.settings.default_slice, sb.id.as_str(), &sb.slice)
         {
             if let Err(e) = self
                 .systemd

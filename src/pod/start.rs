@@ -120,6 +120,7 @@ impl<S: SystemdClient> Pods<S> {
                 .await;
             return Err(e.context(ctx("create scope")));
         }
+        self.hand_to_oomd(&next).await?;
         timings.scope = laps.lap();
         failpoint::hit(failpoint::START_SCOPE_MADE);
         next.mark_ready(pid, now_usec());
@@ -146,6 +147,40 @@ impl<S: SystemdClient> Pods<S> {
         if let Err(e) = self.stop_locked(entry, &reason).await {
             warn!(sandbox_id = %entry.id, "sandbox {}: cleaning up after a failed start: {e}", entry.id);
         }
+    }
+
+    /// With `oomd_memory_pressure_limit` set, the pod's own slice (one
+    /// podscope made, not kubelet's) is given to systemd-oomd: it exists
+    /// now that the scope is in it. A slice systemd will not configure
+    /// fails the start, as a limit the operator asked for must not be
+    /// silently missing.
+    async fn hand_to_oomd(&self, sb: &Sandbox) -> Result<()> {
+        let Some(limit) = self.settings.oomd_limit() else {
+            return Ok(());
+        };
+        if !slice::is_own_pod_slice(&self.settings.default_slice, sb.id.as_str(), &sb.slice) {
+            return Ok(());
+        }
+        self.systemd
+            .set_properties(
+                &sb.slice,
+                vec![
+                    ("ManagedOOMMemoryPressure", Prop::Str("kill".into())),
+                    (
+                        "ManagedOOMMemoryPressureLimit",
+                        Prop::U32(oomd::dbus_limit(limit)),
+                    ),
+                ],
+            )
+            .await
+            .map_err(|e| {
+                e.context(format!(
+                    "sandbox {}: start: hand its slice {} to systemd-oomd (limit {})",
+                    sb.id,
+                    sb.slice,
+                    oomd::percent(limit)
+                ))
+            })
     }
 
     fn scope_properties(&self, sb: &Sandbox, pid: u32) -> Vec<(&'static str, Prop)> {

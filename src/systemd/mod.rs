@@ -106,6 +106,7 @@ pub struct Systemd {
 pub enum Prop {
     Str(String),
     U64(u64),
+    U32(u32),
     I32(i32),
     Bool(bool),
     Pids(Vec<u32>),
@@ -127,6 +128,7 @@ impl PartialEq for Prop {
         match (self, other) {
             (Prop::Str(a), Prop::Str(b)) => a == b,
             (Prop::U64(a), Prop::U64(b)) => a == b,
+            (Prop::U32(a), Prop::U32(b)) => a == b,
             (Prop::I32(a), Prop::I32(b)) => a == b,
             (Prop::Bool(a), Prop::Bool(b)) => a == b,
             (Prop::Pids(a), Prop::Pids(b)) => a == b,
@@ -146,6 +148,7 @@ impl Prop {
         let v = match self {
             Prop::Str(s) => Value::from(s),
             Prop::U64(n) => Value::from(n),
+            Prop::U32(n) => Value::from(n),
             Prop::I32(n) => Value::from(n),
             Prop::Bool(b) => Value::from(b),
             Prop::Pids(p) => Value::from(p),

@@ -3,8 +3,8 @@
 
 use crate::common::*;
 use crate::containers::*;
+use cri_api::v1 as cri;
 use futures_util::StreamExt;
-use k8s_cri::v1 as cri;
 use podscope::api::container::ContainerFilter;
 use podscope::domain::container::ContainerState;
 use std::time::Duration;

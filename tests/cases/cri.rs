@@ -3,9 +3,9 @@
 //! activation by podscope-cri.socket, as installed).
 
 use crate::common::*;
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::image_service_client::ImageServiceClient;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use cri_api::v1 as cri;
+use cri_api::v1::image_service_client::ImageServiceClient;
+use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};

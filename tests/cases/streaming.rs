@@ -5,8 +5,8 @@
 
 use crate::common::*;
 use crate::containers::{log_pod, pull_busybox, run, sh_cmd};
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use cri_api::v1 as cri;
+use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use std::io::{Read, Write};
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 # Idempotent: does nothing when everything is there.
 set -euo pipefail
 BUILD_PKGS=(pkg-config systemd
-      protobuf-compiler  # protoc, for the CRI bindings (k8s-cri)
+      protobuf-compiler  # protoc, for the CRI bindings (crates/cri-api)
       gcc libc6-dev      # C in ring's and zstd-sys's build scripts
       git                # make dist
       debhelper lintian rpm)  # make deb, make rpm (rpmbuild) and their tests
@@ -12,7 +12,7 @@ PKGS=(systemd dbus dbus-daemon polkitd iproute2 util-linux pkg-config procps
       containernetworking-plugins iptables
       jq                 # JSON from crictl in make conformance
       systemd-container  # systemd-machined: pods in machinectl
-      protobuf-compiler  # protoc, for the CRI bindings (k8s-cri)
+      protobuf-compiler  # protoc, for the CRI bindings (crates/cri-api)
       python3-minimal    # a worker process in the CRI stats test
       python3-websockets # a WebSocket client of its own for the streaming server
       docker-registry skopeo busybox-static zstd apache2-utils curl openssl

@@ -181,7 +181,7 @@ fn assert_clean(what: &str, b: &Burst, allowed: &[tonic::Code]) {
 async fn assert_each_once(what: &str, b: &Burst, shape: Shape) {
     let mut rt = node_load::client(&endpoint()).await;
     let pods = rt
-        .list_pod_sandbox(k8s_cri::v1::ListPodSandboxRequest::default())
+        .list_pod_sandbox(cri_api::v1::ListPodSandboxRequest::default())
         .await
         .unwrap()
         .into_inner()
@@ -194,7 +194,7 @@ async fn assert_each_once(what: &str, b: &Burst, shape: Shape) {
     assert_eq!(names.len(), shape.pods, "{what}: pods listed: {names:?}");
     assert_eq!(unique.len(), shape.pods, "{what}: a pod twice: {names:?}");
     let ctrs = rt
-        .list_containers(k8s_cri::v1::ListContainersRequest::default())
+        .list_containers(cri_api::v1::ListContainersRequest::default())
         .await
         .unwrap()
         .into_inner()
@@ -207,7 +207,7 @@ async fn assert_each_once(what: &str, b: &Burst, shape: Shape) {
             .push(c.metadata.as_ref().unwrap().name.clone());
         assert_eq!(
             c.state,
-            k8s_cri::v1::ContainerState::ContainerRunning as i32,
+            cri_api::v1::ContainerState::ContainerRunning as i32,
             "{what}: container {} not running",
             c.id
         );

@@ -7,12 +7,15 @@ use std::time::Duration;
 /// A case: its name, and what it runs.
 pub type Case = (&'static str, fn() -> Outcome);
 
+/// The case every other needs first (the image they run).
+pub const PULL: &str = "pull from the node's registry";
+
 pub const ALL: &[Case] = &[
     (
         "the node boots systemd on cgroup v2",
         the_node_is_systemd_on_cgroup_v2,
     ),
-    ("pull from the node's registry", pull),
+    (PULL, pull),
     (
         "crun: limits in the v2 files, unified, cgroup namespace, update",
         || limits("crun"),
@@ -31,6 +34,34 @@ pub const ALL: &[Case] = &[
     ("runc: OOMKilled through memory.events", || {
         oom_killed("runc")
     }),
+    (
+        "critest 1.36: the specs only v2 answers (OOM, stats, exec)",
+        crate::critest::v2_specs,
+    ),
+    (
+        "streams: exec -it on a terminal, attach -i, port-forward",
+        crate::daemon::streams,
+    ),
+    (
+        "logs across systemctl restart podscoped",
+        crate::daemon::logs_across_restart,
+    ),
+    (
+        "podscoped killed with SIGKILL mid-start, recovered",
+        crate::daemon::killed_mid_start,
+    ),
+    (
+        "systemd-oomd kills under a pod's memory pressure: OomdKilled",
+        crate::oomd::kills_under_pressure,
+    ),
+    (
+        "kubelet 1.26: static pods, probes, OOM restart, stats",
+        || crate::kubelet::static_pods("1.26"),
+    ),
+    (
+        "kubelet 1.36: static pods, probes, OOM restart, stats, PSI",
+        || crate::kubelet::static_pods("1.36"),
+    ),
     ("nothing left behind", nothing_left),
 ];
 
@@ -110,7 +141,9 @@ fn limits(handler: &str) -> Outcome {
             "cpu_period": 100000,
             "cpu_quota": 50000,
             "cpu_shares": 512,
-            "unified": { "memory.oom.group": "1", "memory.high": "50331648" }
+            "cpuset_cpus": "1",
+            "hugepage_limits": [{ "page_size": "2MB", "limit": 4194304 }],
+            "unified": { "memory.oom.group": "1", "memory.high": "50331648", "pids.max": "64" }
         });
         let id = c.run_container(pod_id, &ctr, pod)?;
         let cg = container_cgroup(&id)?;
@@ -119,6 +152,9 @@ fn limits(handler: &str) -> Outcome {
             ("cpu.max", "50000 100000"),
             // runc's and the CRI's conversion of 512 shares.
             ("cpu.weight", "20"),
+            ("cpuset.cpus", "1"),
+            ("hugetlb.2MB.max", "4194304"),
+            ("pids.max", "64"),
             ("memory.oom.group", "1"),
             ("memory.high", "50331648"),
         ];
@@ -161,9 +197,22 @@ fn limits(handler: &str) -> Outcome {
             "100663296",
             "--cpu-quota",
             "20000",
+            "--cpu-share",
+            "1024",
+            "--cpuset-cpus",
+            "0",
             &id,
         ])?;
-        for (file, value) in [("memory.max", "100663296"), ("cpu.max", "20000 100000")] {
+        for (file, value) in [
+            ("memory.max", "100663296"),
+            ("cpu.max", "20000 100000"),
+            ("cpu.weight", "39"),
+            ("cpuset.cpus", "0"),
+            // An update is the whole set, as kubelet sends it: what it
+            // does not name goes back to none.
+            ("pids.max", "max"),
+            ("memory.high", "max"),
+        ] {
             let got = read(&cg, file)?;
             ensure!(got == value, "after update, {file} is {got}, not {value}");
         }

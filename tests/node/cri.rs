@@ -40,7 +40,7 @@ impl Crictl {
     }
 
     fn file(v: &Value) -> Result<tempfile_path::Path, String> {
-        tempfile_path::Path::with(&v.to_string())
+        write_config(v)
     }
 
     /// A pod from its config; its id.
@@ -92,6 +92,11 @@ impl Default for Crictl {
     }
 }
 
+/// A config written for crictl to read; removed when dropped.
+pub fn write_config(v: &Value) -> Result<tempfile_path::Path, String> {
+    tempfile_path::Path::with(&v.to_string())
+}
+
 /// A pod config: name, a uid of its own, the systemd slice kubelet gives a
 /// best-effort pod.
 pub fn pod_config(name: &str) -> Value {
@@ -118,7 +123,7 @@ pub fn container_config(name: &str, cmd: &str) -> Value {
 }
 
 /// Config files for crictl: written to /run, removed on drop.
-mod tempfile_path {
+pub mod tempfile_path {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static N: AtomicUsize = AtomicUsize::new(0);
 

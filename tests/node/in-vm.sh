@@ -46,9 +46,11 @@ say "the bus, polkit, the registry and podscope-cri.socket are up"
 
 # Within the VM's own limit (run-node.sh), so a hang still brings the
 # journal back.
-SUITE_TIMEOUT=${SUITE_TIMEOUT:-300}
-PATH=$LIB/bin:$PATH CRICTL=$LIB/bin/crictl KUBELET_1_26=$LIB/bin/kubelet-1.26 \
-    KUBELET_1_36=$LIB/bin/kubelet-1.36 timeout "$SUITE_TIMEOUT" "$LIB/node-suite"
+SUITE_TIMEOUT=${SUITE_TIMEOUT:-480}
+cd "$LIB"
+PATH=$LIB/bin:$PATH CRICTL=$LIB/bin/crictl CRITEST=$LIB/bin/critest KUBELET_1_26=$LIB/bin/kubelet-1.26 \
+    KUBELET_1_36=$LIB/bin/kubelet-1.36 NODE_FOCUS=$(cat focus 2>/dev/null) \
+    timeout "$SUITE_TIMEOUT" "$LIB/node-suite"
 rc=$?
 ((rc == 124)) && say "FAILED: the suite did not finish within $SUITE_TIMEOUT s"
 finish $rc

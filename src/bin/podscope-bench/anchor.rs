@@ -23,9 +23,9 @@
 //!   `crictl pull`.
 
 use super::{ms, pct, rss_pss, Table};
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::image_service_client::ImageServiceClient;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use cri_api::v1 as cri;
+use cri_api::v1::image_service_client::ImageServiceClient;
+use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -9,8 +9,8 @@
 
 use super::anchor::{self, Figures, Target, Tools};
 use super::{daemon_pid, ms, rss_pss, sh, Table};
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use cri_api::v1 as cri;
+use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use std::collections::HashSet;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};

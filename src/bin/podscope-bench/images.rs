@@ -6,9 +6,9 @@
 //! registry (127.0.0.1:5000) with the Distribution API.
 
 use super::{daemon_pid, ms, pct, rss_pss, sh, Table};
+use cri_api::v1 as cri;
+use cri_api::v1::image_service_client::ImageServiceClient;
 use flate2::write::GzEncoder;
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::image_service_client::ImageServiceClient;
 use podscope::api::image::PullOptions;
 use podscope::api::Client;
 use podscope::image::manifest::Compression;

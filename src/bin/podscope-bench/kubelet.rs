@@ -20,7 +20,7 @@ use super::anchor::{self, Target};
 use super::containers::{field_p50, journal_after, journal_cursor, steps_p50};
 use super::kubelet_client::{runtime_operations, simple_pod, Kubelet};
 use super::{daemon_pid, ms, pct, rss_pss, sh, Table};
-use k8s_cri::v1 as cri;
+use cri_api::v1 as cri;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 

@@ -104,12 +104,30 @@ impl Kubelet {
 
     /// GET `path`, decoded from JSON.
     async fn json<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
+        self.try_json(path).await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// GET `path`, decoded from JSON; what went wrong, for a caller that
+    /// waits through kubelet's own restarts.
+    async fn try_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, String> {
         let body = match self.get(path).await {
             Ok(r) => r.bytes().await,
             Err(e) => Err(e),
         }
-        .unwrap_or_else(|e| panic!("kubelet {path}: {e}"));
-        serde_json::from_slice(&body).unwrap_or_else(|e| panic!("kubelet {path}: {e}"))
+        .map_err(|e| format!("kubelet {path}: {e}"))?;
+        serde_json::from_slice(&body).map_err(|e| format!("kubelet {path}: {e}"))
+    }
+
+    /// The static pod `name`, or why kubelet did not answer.
+    pub async fn try_pod(&self, name: &str) -> Result<Option<Pod>, String> {
+        let full = format!("{name}-{NODE}");
+        let list: PodList = self.try_json("/pods").await?;
+        Ok(list.items.into_iter().find(|p| p.metadata.name == full))
+    }
+
+    /// `/stats/summary`, or why kubelet did not answer.
+    pub async fn try_summary(&self) -> Result<Summary, String> {
+        self.try_json("/stats/summary").await
     }
 
     /// `/pods`: the pods kubelet knows, with the status it holds for each
@@ -413,6 +431,8 @@ pub struct ContainerStats {
 #[serde(rename_all = "camelCase")]
 pub struct CpuStats {
     pub usage_core_nano_seconds: Option<u64>,
+    /// Pressure stall information (kubelet 1.34+ on cgroup v2).
+    pub psi: Option<Psi>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -420,6 +440,21 @@ pub struct CpuStats {
 pub struct MemoryStats {
     pub working_set_bytes: Option<u64>,
     pub usage_bytes: Option<u64>,
+    pub psi: Option<Psi>,
+}
+
+/// One resource's pressure: the share of time some or all of the tasks
+/// stalled on it.
+#[derive(Debug, Deserialize)]
+pub struct Psi {
+    pub some: Option<PsiData>,
+    pub full: Option<PsiData>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PsiData {
+    /// Microseconds stalled, in all.
+    pub total: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

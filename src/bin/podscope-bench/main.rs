@@ -19,8 +19,8 @@ mod leftovers;
 mod node_load;
 mod streaming;
 
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use cri_api::v1 as cri;
+use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use leftovers::sh;
 use podscope::api::{proxy::system_connection, Client, CreateOptions, ListFilter, PodMetadata};
 use podscope::domain::NetworkMode;

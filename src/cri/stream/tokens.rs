@@ -4,7 +4,7 @@
 //! out whether it then fits or not, so a token is good for one connection,
 //! for a minute. Kubelet's limit of requests in flight holds too.
 
-use k8s_cri::v1 as cri;
+use cri_api::v1 as cri;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
