@@ -210,6 +210,7 @@ load: deps build
 NODE_CACHE ?= /var/cache/podscope-node
 KUBELET_1_36_XZ ?= $(abspath ../shared/tools/k8s-1.36/kubelet.xz)
 CRITEST_1_36_XZ ?= $(abspath ../shared/tools/k8s-1.36/critest.xz)
+CRICTL_1_36_XZ ?= $(abspath ../shared/tools/k8s-1.36/crictl.xz)
 NODE_DEB := target/deb/podscope_$(VERSION)_amd64.deb
 node: deps build
 	$(need_cri_tools)
@@ -219,7 +220,8 @@ node: deps build
 	  DEB_OUT=target/deb-node LINTIAN=no $(TIMED) node-deb packaging/build-deb.sh || exit 1; \
 	  deb=target/deb-node/podscope_$(VERSION)_amd64.deb; fi; \
 	NODE_CACHE=$(NODE_CACHE) CRICTL="$(CRICTL)" KUBELET="$(KUBELET)" KUBELET_1_36_XZ="$(KUBELET_1_36_XZ)" \
-	  CRITEST_1_36_XZ="$(CRITEST_1_36_XZ)" $(TIMED) node tests/node/run-node.sh "$$deb"
+	  CRITEST_1_36_XZ="$(CRITEST_1_36_XZ)" CRICTL_1_36_XZ="$(CRICTL_1_36_XZ)" \
+	  $(TIMED) node tests/node/run-node.sh "$$deb"
 
 # The packages, built as `make deb` / `make rpm` do, then installed,
 # upgraded under a running pod and purged inside a harness where podscope

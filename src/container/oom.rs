@@ -309,27 +309,39 @@ mod tests {
         assert_eq!(parse_oom_kill("low 0\n"), None);
     }
 
-    /// v2's watch, on a file standing in for memory.events: a rise of
-    /// oom_kill is seen, a change of other counters is not.
+    /// v2's watch on a directory standing in for a cgroup's, its
+    /// memory.events at 0: the watch, with its task running.
+    fn v2_watch(dir: &Path) -> (PathBuf, OomWatch) {
+        let events = dir.join("memory.events");
+        std::fs::write(&events, "oom 0\noom_kill 0\n").unwrap();
+        let ino = inotify_on(&[(&events, libc::IN_MODIFY), (dir, libc::IN_ATTRIB)]).unwrap();
+        let seen = Arc::new(AtomicBool::new(false));
+        let oomd = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn(watch_v2(ino, dir.to_owned(), 0, seen.clone(), oomd.clone()));
+        let w = OomWatch {
+            seen,
+            oomd,
+            descriptors: 1,
+            task,
+        };
+        (events, w)
+    }
+
+    /// A rise of oom_kill is seen, a change of other counters is not.
     #[tokio::test]
     async fn a_rise_of_oom_kill_is_seen() {
         let t = crate::store::tests::TempDir::new();
-        let events = t.0.join("memory.events");
-        std::fs::write(&events, "oom 0\noom_kill 0\n").unwrap();
-        let ino = inotify_on(&[(&events, libc::IN_MODIFY), (&t.0, libc::IN_ATTRIB)]).unwrap();
-        let seen = Arc::new(AtomicBool::new(false));
-        let oomd = Arc::new(AtomicBool::new(false));
-        let task = tokio::spawn(watch_v2(ino, t.0.clone(), 0, seen.clone(), oomd.clone()));
+        let (events, w) = v2_watch(&t.0);
         std::fs::write(&events, "oom 1\noom_kill 0\n").unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        assert!(!seen.load(Ordering::Acquire));
+        assert!(!w.seen.load(Ordering::Acquire));
         std::fs::write(&events, "oom 1\noom_kill 1\n").unwrap();
-        tokio::time::timeout(std::time::Duration::from_secs(5), task)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(seen.load(Ordering::Acquire));
-        assert!(!oomd.load(Ordering::Acquire));
+        let end = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !w.seen.load(Ordering::Acquire) && tokio::time::Instant::now() < end {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(w.seen.load(Ordering::Acquire));
+        assert!(!w.oomd.load(Ordering::Acquire));
     }
 
     /// systemd-oomd's mark on the directory (an extended attribute set is
@@ -337,22 +349,11 @@ mod tests {
     #[tokio::test]
     async fn oomds_mark_is_seen() {
         let t = crate::store::tests::TempDir::new();
-        let events = t.0.join("memory.events");
-        std::fs::write(&events, "oom 0\noom_kill 0\n").unwrap();
-        let ino = inotify_on(&[(&events, libc::IN_MODIFY), (&t.0, libc::IN_ATTRIB)]).unwrap();
-        let seen = Arc::new(AtomicBool::new(false));
-        let oomd = Arc::new(AtomicBool::new(false));
-        let _task = tokio::spawn(watch_v2(ino, t.0.clone(), 0, seen.clone(), oomd.clone()));
+        let (_events, w) = v2_watch(&t.0);
         assert!(!oomd_killed(&t.0));
         xattr::set(&t.0, "user.oomd_ooms", b"1").expect("user xattrs on the test's directory");
-        let w = OomWatch {
-            seen: seen.clone(),
-            oomd,
-            descriptors: 1,
-            task: tokio::spawn(async {}),
-        };
         assert!(w.oomd_seen(std::time::Duration::from_secs(5)).await);
-        assert!(!seen.load(Ordering::Acquire));
+        assert!(!w.seen.load(Ordering::Acquire));
         assert!(oomd_killed(&t.0));
     }
 }

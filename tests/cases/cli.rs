@@ -201,6 +201,26 @@ async fn podscopectl_info_shows_what_recovery_found() {
     );
     // Owed teardowns change as retries run: a count, not a record.
     info_count(&out, "Network teardowns owed:");
+    // The node's layout as RuntimeStatus has it (this machine's: the
+    // harness runs on the host's cgroups), advice where it is not v2, and
+    // systemd-oomd off as shipped.
+    assert!(
+        out.contains(&format!("cgroup layout: {}\n", info.cgroup_layout)),
+        "{out}"
+    );
+    assert_eq!(
+        info.cgroup_advice.is_empty(),
+        info.cgroup_layout == "v2",
+        "{info:?}"
+    );
+    if info.cgroup_layout != "v2" {
+        assert!(
+            info.cgroup_advice.contains("failCgroupV1: false"),
+            "{info:?}"
+        );
+        assert!(out.contains(&info.cgroup_advice), "{out}");
+    }
+    assert!(out.contains("systemd-oomd for pod slices: off\n"), "{out}");
 
     // Nothing left to find: the counts say 0.
     daemon("restart");

@@ -25,6 +25,10 @@ pub const ALL: &[Case] = &[
         || limits("runc"),
     ),
     (
+        "a privileged container keeps the host's cgroup namespace",
+        privileged_cgroupns,
+    ),
+    (
         "unified: bad keys and values are named errors",
         unified_refusals,
     ),
@@ -81,6 +85,12 @@ fn the_node_is_systemd_on_cgroup_v2() -> Outcome {
     // answering (D-Bus activation), both units active.
     let v = Crictl::new().run(&["version"])?;
     ensure!(v.contains("RuntimeName:  podscope"), "{v}");
+    // And says which layout it found, with nothing to advise on v2.
+    let info = Crictl::new().run(&["info"])?;
+    ensure!(
+        info.contains("\"cgroup_layout\": \"v2\"") && info.contains("\"cgroup_advice\": \"\""),
+        "crictl info does not say the node is v2: {info}"
+    );
     for unit in [
         "podscope-cri.socket",
         "podscope-cri.service",
@@ -143,7 +153,16 @@ fn limits(handler: &str) -> Outcome {
             "cpu_shares": 512,
             "cpuset_cpus": "1",
             "hugepage_limits": [{ "page_size": "2MB", "limit": 4194304 }],
-            "unified": { "memory.oom.group": "1", "memory.high": "50331648", "pids.max": "64" }
+            // What kubelet 1.36 sends on v2: memory.oom.group always,
+            // memory.swap.max with swap (KEP-2400), memory.min and
+            // memory.high with MemoryQoS; and a pids limit.
+            "unified": {
+                "memory.oom.group": "1",
+                "memory.high": "50331648",
+                "memory.min": "8388608",
+                "memory.swap.max": "0",
+                "pids.max": "64"
+            }
         });
         let id = c.run_container(pod_id, &ctr, pod)?;
         let cg = container_cgroup(&id)?;
@@ -157,6 +176,8 @@ fn limits(handler: &str) -> Outcome {
             ("pids.max", "64"),
             ("memory.oom.group", "1"),
             ("memory.high", "50331648"),
+            ("memory.min", "8388608"),
+            ("memory.swap.max", "0"),
         ];
         for (file, value) in want {
             let got = read(&cg, file)?;
@@ -176,6 +197,16 @@ fn limits(handler: &str) -> Outcome {
         ensure!(
             exec.trim() == "0::/",
             "/proc/self/cgroup in an exec reads {exec}"
+        );
+        // Pressure (PSI) in the CRI's stats, as crictl 1.36 (whose CRI
+        // has the fields) shows them, for the container and its pod.
+        let stats = sh(&format!(
+            "crictl-1.36 --runtime-endpoint {e} stats -o json --id {id}; crictl-1.36 --runtime-endpoint {e} statsp -o json --id {pod_id}",
+            e = crate::cri::ENDPOINT
+        ))?;
+        ensure!(
+            stats.matches("\"psi\"").count() >= 4,
+            "no PSI in crictl stats and statsp: {stats}"
         );
         // An exec cut at its timeout leaves no command behind, though it
         // ran in the container's cgroup, out of its unit's reach.
@@ -218,6 +249,31 @@ fn limits(handler: &str) -> Outcome {
         }
         Ok(())
     })
+}
+
+/// A privileged container keeps the host's cgroup namespace, as
+/// containerd and CRI-O give it: its /proc/self/cgroup names its unit.
+fn privileged_cgroupns() -> Outcome {
+    let c = Crictl::new();
+    let mut pod = pod_config("privileged");
+    pod["linux"]["security_context"]["privileged"] = serde_json::json!(true);
+    let pod_id = c.runp(&pod, "crun")?;
+    let r = (|| {
+        let mut ctr = container_config("host-cgroupns", "cat /proc/self/cgroup; exec sleep 3600");
+        ctr["linux"]["security_context"] = serde_json::json!({ "privileged": true });
+        let id = c.run_container(&pod_id, &ctr, &pod)?;
+        let seen = wait_for(Duration::from_secs(20), || {
+            c.run(&["logs", &id]).ok().filter(|s| !s.is_empty())
+        })
+        .unwrap_or_default();
+        ensure!(
+            seen.trim().starts_with("0::/kubepods.slice/")
+                && seen.trim().ends_with(&format!("podscope-ctr-{id}.service")),
+            "/proc/self/cgroup in a privileged container reads {seen}"
+        );
+        Ok(())
+    })();
+    r.and(c.remove_pod(&pod_id))
 }
 
 /// A key of no controller the node enables is refused at create, a value

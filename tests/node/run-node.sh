@@ -9,8 +9,8 @@
 #   run-node.sh DEB
 #
 # Environment: NODE_CACHE (the image cache, outside the repository;
-# /var/cache/podscope-node), CRICTL, KUBELET (1.26), KUBELET_1_36_XZ and
-# CRITEST_1_36_XZ;
+# /var/cache/podscope-node), CRICTL, KUBELET (1.26), and from
+# Kubernetes 1.36 KUBELET_1_36_XZ, CRITEST_1_36_XZ and CRICTL_1_36_XZ;
 # NODE_FOCUS runs only the cases whose name holds one of its |-separated words.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -22,6 +22,7 @@ CRICTL=${CRICTL:?CRICTL= is required}
 KUBELET=${KUBELET:?KUBELET= (1.26) is required}
 KUBELET_1_36_XZ=${KUBELET_1_36_XZ:?KUBELET_1_36_XZ= is required}
 CRITEST_1_36_XZ=${CRITEST_1_36_XZ:?CRITEST_1_36_XZ= is required}
+CRICTL_1_36_XZ=${CRICTL_1_36_XZ:?CRICTL_1_36_XZ= is required}
 # The whole boot and suite, past which the VM is stopped and the run fails.
 VM_TIMEOUT=${VM_TIMEOUT:-600}
 say() { echo "node: $*" >&2; }
@@ -33,7 +34,7 @@ step() { # the time of the step just done
     printf 'node: step %-8s %6.1f s\n' "$1" "$(echo "$now - $step_t" | bc)" >&2
     step_t=$now
 }
-for t in "$CRICTL" "$KUBELET" "$KUBELET_1_36_XZ" "$CRITEST_1_36_XZ" "$DEB"; do
+for t in "$CRICTL" "$KUBELET" "$KUBELET_1_36_XZ" "$CRITEST_1_36_XZ" "$CRICTL_1_36_XZ" "$DEB"; do
     [[ -f $t ]] || fail "$t not found"
 done
 command -v qemu-system-x86_64 >/dev/null || fail "qemu-system-x86_64 not found (make deps installs it)"
@@ -77,12 +78,13 @@ install -D -m 0755 "$HERE/in-vm.sh" "$LIB/run"
 # kubelet's start and stop, as make e2e runs them (the suite's working
 # directory is $LIB).
 install -D -m 0755 "$REPO/tests/e2e/kubelet.sh" "$LIB/tests/e2e/kubelet.sh"
-# NODE_FOCUS: only the cases whose name holds it.
+# NODE_FOCUS: only the cases whose name holds one of its |-separated words.
 [[ -n ${NODE_FOCUS:-} ]] && printf '%s' "$NODE_FOCUS" > "$LIB/focus"
 install -D -m 0755 "$CRICTL" "$LIB/bin/crictl"
 install -D -m 0755 "$KUBELET" "$LIB/bin/kubelet-1.26"
 xz -dc "$KUBELET_1_36_XZ" > "$LIB/bin/kubelet-1.36" && chmod 0755 "$LIB/bin/kubelet-1.36"
 xz -dc "$CRITEST_1_36_XZ" > "$LIB/bin/critest" && chmod 0755 "$LIB/bin/critest"
+xz -dc "$CRICTL_1_36_XZ" > "$LIB/bin/crictl-1.36" && chmod 0755 "$LIB/bin/crictl-1.36"
 "$HERE/registry.sh" "$ROOT/var/lib/docker-registry" || fail "filling the node's registry"
 chroot "$ROOT" chown -R docker-registry: /var/lib/docker-registry
 install -m 0644 "$HERE/registry.yml" "$ROOT/etc/docker/registry/config.yml"
