@@ -188,7 +188,7 @@ impl ImageService for ImageApi {
     }
 
     // ListImages as a stream (KEP-5825, alpha): not offered yet.
-    type StreamImagesStream = super::runtime::Unoffered<cri::StreamImagesResponse>;
+    type StreamImagesStream = super::runtime::Streamed<cri::StreamImagesResponse>;
     async fn stream_images(
         &self,
         _: Request<cri::StreamImagesRequest>,

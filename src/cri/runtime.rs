@@ -756,9 +756,7 @@ impl RuntimeService for RuntimeApi {
         Err(unimplemented("CheckpointContainer"))
     }
 
-    type GetContainerEventsStream = std::pin::Pin<
-        Box<dyn tokio_stream::Stream<Item = Result<cri::ContainerEventResponse, Status>> + Send>,
-    >;
+    type GetContainerEventsStream = Streamed<cri::ContainerEventResponse>;
 
     async fn get_container_events(
         &self,
@@ -790,35 +788,35 @@ impl RuntimeService for RuntimeApi {
 
     // The List calls as streams (KEP-5825, kubelet's CRIListStreaming
     // gate, alpha): not offered yet, so kubelet uses the List calls.
-    type StreamPodSandboxesStream = Unoffered<cri::StreamPodSandboxesResponse>;
+    type StreamPodSandboxesStream = Streamed<cri::StreamPodSandboxesResponse>;
     async fn stream_pod_sandboxes(
         &self,
         _: Request<cri::StreamPodSandboxesRequest>,
     ) -> Result<Response<Self::StreamPodSandboxesStream>, Status> {
         Err(unimplemented("StreamPodSandboxes"))
     }
-    type StreamContainersStream = Unoffered<cri::StreamContainersResponse>;
+    type StreamContainersStream = Streamed<cri::StreamContainersResponse>;
     async fn stream_containers(
         &self,
         _: Request<cri::StreamContainersRequest>,
     ) -> Result<Response<Self::StreamContainersStream>, Status> {
         Err(unimplemented("StreamContainers"))
     }
-    type StreamContainerStatsStream = Unoffered<cri::StreamContainerStatsResponse>;
+    type StreamContainerStatsStream = Streamed<cri::StreamContainerStatsResponse>;
     async fn stream_container_stats(
         &self,
         _: Request<cri::StreamContainerStatsRequest>,
     ) -> Result<Response<Self::StreamContainerStatsStream>, Status> {
         Err(unimplemented("StreamContainerStats"))
     }
-    type StreamPodSandboxStatsStream = Unoffered<cri::StreamPodSandboxStatsResponse>;
+    type StreamPodSandboxStatsStream = Streamed<cri::StreamPodSandboxStatsResponse>;
     async fn stream_pod_sandbox_stats(
         &self,
         _: Request<cri::StreamPodSandboxStatsRequest>,
     ) -> Result<Response<Self::StreamPodSandboxStatsStream>, Status> {
         Err(unimplemented("StreamPodSandboxStats"))
     }
-    type StreamPodSandboxMetricsStream = Unoffered<cri::StreamPodSandboxMetricsResponse>;
+    type StreamPodSandboxMetricsStream = Streamed<cri::StreamPodSandboxMetricsResponse>;
     async fn stream_pod_sandbox_metrics(
         &self,
         _: Request<cri::StreamPodSandboxMetricsRequest>,
@@ -827,6 +825,6 @@ impl RuntimeService for RuntimeApi {
     }
 }
 
-/// The stream type of a streaming call podscope does not offer.
-pub type Unoffered<T> =
+/// A streaming call's answer, whatever makes it.
+pub type Streamed<T> =
     std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send>>;
