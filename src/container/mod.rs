@@ -33,6 +33,7 @@ mod tests;
 pub mod unified;
 pub mod unit;
 mod update;
+mod xattr;
 
 pub use exec::{ExecIo, ExecOutput, RunningExec};
 

@@ -54,25 +54,10 @@ pub fn layout() -> Layout {
 /// in the `user.oomd_ooms` extended attribute (systemd 248+). False when
 /// the cgroup is gone (systemd removes it once the unit is stopped).
 pub fn oomd_killed(dir: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
-        return false;
-    };
-    let mut buf = [0u8; 32];
-    // SAFETY: a NUL-terminated path and name, and a buffer of its length.
-    let n = unsafe {
-        libc::getxattr(
-            path.as_ptr(),
-            c"user.oomd_ooms".as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    n > 0
-        && std::str::from_utf8(&buf[..n as usize])
-            .ok()
-            .and_then(|v| v.trim_end_matches('\0').trim().parse::<u64>().ok())
-            .is_some_and(|k| k > 0)
+    super::xattr::short(dir, c"user.oomd_ooms")
+        .and_then(|v| String::from_utf8(v).ok())
+        .and_then(|v| v.trim_end_matches('\0').trim().parse::<u64>().ok())
+        .is_some_and(|k| k > 0)
 }
 
 /// The container's memory cgroup directory for `cgroup_path` (the unit's

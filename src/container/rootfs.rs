@@ -145,20 +145,7 @@ pub fn image_file(store: &ImageStore, layers: &[Digest], rel: &str, max: u64) ->
 }
 
 fn xattr_opaque(dir: &Path) -> bool {
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
-        return false;
-    };
-    let mut v = [0u8; 2];
-    // SAFETY: lgetxattr into a 2-byte buffer; the result is checked.
-    let n = unsafe {
-        libc::lgetxattr(
-            c.as_ptr(),
-            c"trusted.overlay.opaque".as_ptr(),
-            v.as_mut_ptr().cast(),
-            v.len(),
-        )
-    };
-    n == 1 && v[0] == b'y'
+    super::xattr::short(dir, c"trusted.overlay.opaque").is_some_and(|v| v == b"y")
 }
 
 #[cfg(test)]
