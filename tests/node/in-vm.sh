@@ -44,9 +44,14 @@ up || { say "FAILED: no system bus or no registry: $(systemctl is-active dbus.se
 timeout 60 systemctl start podscope-cri.socket || { say "FAILED: podscope-cri.socket did not start"; finish 1; }
 say "the bus, polkit, the registry and podscope-cri.socket are up"
 
-# Within the VM's own limit (run-node.sh), so a hang still brings the
-# journal back.
-SUITE_TIMEOUT=${SUITE_TIMEOUT:-480}
+# Within the VM's own limit (podscope_node.vm_timeout= on the kernel
+# command line, from run-node.sh), less the time booting took and a
+# minute for the journal and the power-off, so a hang still brings the
+# journal back however slow the boot was.
+vm_timeout=$(sed -n 's/.*podscope_node\.vm_timeout=\([0-9]*\).*/\1/p' /proc/cmdline)
+SUITE_TIMEOUT=${SUITE_TIMEOUT:-$((${vm_timeout:-600} - $(cut -d. -f1 /proc/uptime) - 60))}
+((SUITE_TIMEOUT >= 30)) || SUITE_TIMEOUT=30
+say "the suite may take $SUITE_TIMEOUT s (booted in $(cut -d' ' -f1 /proc/uptime) s)"
 cd "$LIB"
 PATH=$LIB/bin:$PATH CRICTL=$LIB/bin/crictl CRITEST=$LIB/bin/critest KUBELET_1_26=$LIB/bin/kubelet-1.26 \
     KUBELET_1_36=$LIB/bin/kubelet-1.36 NODE_FOCUS=$(cat focus 2>/dev/null) \

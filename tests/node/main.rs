@@ -74,6 +74,73 @@ pub fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "panicked".into())
 }
 
+/// The most a case may take (the slowest, a kubelet's, takes about a
+/// minute under TCG): past it the case is taken as hung. NODE_CASE_LIMIT
+/// (seconds) sets another.
+fn case_limit() -> Duration {
+    let secs = std::env::var("NODE_CASE_LIMIT")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    Duration::from_secs(secs.unwrap_or(240))
+}
+/// How often a running case says it still runs, so the console tells a
+/// slow node from a frozen one.
+const HEARTBEAT: Duration = Duration::from_secs(60);
+
+/// Run a case on a thread of its own and watch it: a line every
+/// HEARTBEAT while it runs, and past its limit what the node was doing
+/// (processes, systemd's jobs, podscope's journal), then the suite ends
+/// there: a hung case's thread would stand in the next ones' way, and
+/// in-vm.sh then keeps the whole journal.
+fn watched(name: &'static str, case: fn() -> Outcome) -> Outcome {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = std::panic::catch_unwind(case).unwrap_or_else(|p| Err(panic_message(p)));
+        let _ = tx.send(r);
+    });
+    let (t, limit) = (Instant::now(), case_limit());
+    loop {
+        match rx.recv_timeout(HEARTBEAT.min(limit)) {
+            Ok(r) => return r,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err("the case's thread ended without an outcome".into())
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        if t.elapsed() < limit {
+            println!(
+                "node-suite:   ({name}: still running at {:.0} s; load {})",
+                t.elapsed().as_secs_f64(),
+                load.split(' ').take(3).collect::<Vec<_>>().join(" ")
+            );
+            continue;
+        }
+        println!(
+            "node-suite: FAILED {name}: did not finish within {} s; what the node was doing:",
+            limit.as_secs()
+        );
+        for cmd in [
+            "ps -e -o pid,ppid,stat,etimes,wchan:24,args --forest | grep -v ' \\[' | cut -c1-200 | tail -n 60",
+            "systemctl list-jobs --no-pager | tail -n 20",
+            "systemctl list-units --no-pager --no-legend 'podscope*' | tail -n 30",
+            "journalctl -b --no-pager -o short-monotonic -n 80 -u podscoped.service -u podscope-cri.service",
+        ] {
+            println!("node-suite:   | $ {cmd}");
+            let out = Command::new("timeout")
+                .args(["20", "sh", "-c", cmd])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
+                .unwrap_or_else(|e| e.to_string());
+            for line in out.lines() {
+                println!("node-suite:   | {line}");
+            }
+        }
+        println!("node-suite: the suite ends at the hung case (its thread would stand in the way of the rest)");
+        std::process::exit(1);
+    }
+}
+
 fn main() {
     let t0 = Instant::now();
     let mut failed = Vec::new();
@@ -88,7 +155,7 @@ fn main() {
         }
         let t = Instant::now();
         ran += 1;
-        match std::panic::catch_unwind(case).unwrap_or_else(|p| Err(panic_message(p))) {
+        match watched(name, *case) {
             Ok(()) => println!("node-suite: ok {name} ({:.1} s)", t.elapsed().as_secs_f64()),
             Err(why) => {
                 // Every line of it: run-node.sh shows the node-suite lines.

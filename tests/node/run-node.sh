@@ -24,7 +24,7 @@ KUBELET_1_36_XZ=${KUBELET_1_36_XZ:?KUBELET_1_36_XZ= is required}
 CRITEST_1_36_XZ=${CRITEST_1_36_XZ:?CRITEST_1_36_XZ= is required}
 CRICTL_1_36_XZ=${CRICTL_1_36_XZ:?CRICTL_1_36_XZ= is required}
 # The whole boot and suite, past which the VM is stopped and the run fails.
-VM_TIMEOUT=${VM_TIMEOUT:-600}
+VM_TIMEOUT=${VM_TIMEOUT:-720}
 say() { echo "node: $*" >&2; }
 fail() { say "FAILED: $*"; exit 1; }
 t_start=$(date +%s.%N)
@@ -97,9 +97,14 @@ initrd=$(ls "$ROOT"/boot/initrd.img-* | tail -n1)
 cp "$kernel" "$WORK/vmlinuz" && cp "$initrd" "$WORK/initrd.img"
 step install
 
-truncate -s 6G "$WORK/root.img"
-mkfs.ext4 -q -F -d "$ROOT" "$WORK/root.img" || fail "making the node's disk"
-rm -rf --one-file-system "$ROOT"
+# The node's disk, from the root (kept until the node passed: a node that
+# stalls is booted once more from a fresh disk).
+make_disk() {
+    rm -f "$WORK/root.img"
+    truncate -s 6G "$WORK/root.img"
+    mkfs.ext4 -q -F -d "$ROOT" "$WORK/root.img" || fail "making the node's disk"
+}
+make_disk
 step disk
 
 # KVM only where it runs a guest: here /dev/kvm opens but a guest under it
@@ -121,26 +126,81 @@ if [[ -z $accel ]]; then
     fi
     accel=$(cat "$probe")
 fi
-say "booting the node (accel $accel)"
 append="root=/dev/vda rw console=ttyS0 quiet panic=-1 systemd.run=/usr/local/lib/podscope-node/run"
-append+=" systemd.run_success_action=poweroff systemd.run_failure_action=poweroff ${NODE_CMDLINE:-}"
-qemu-system-x86_64 -accel "$accel" -smp 2 -m 4096 \
-    -kernel "$WORK/vmlinuz" -initrd "$WORK/initrd.img" -append "$append" \
-    -drive file="$WORK/root.img",if=virtio,format=raw \
-    -nographic -no-reboot -nic none -serial "file:$WORK/console.log" -monitor none \
-    -display none > "$WORK/qemu.log" 2>&1 &
-QEMU_PID=$!
-deadline=$(($(date +%s) + VM_TIMEOUT))
-while kill -0 "$QEMU_PID" 2>/dev/null; do
-    if (($(date +%s) > deadline)); then
-        kill "$QEMU_PID"
-        tail -n 60 "$WORK/console.log" >&2 || true
-        fail "the node did not finish within ${VM_TIMEOUT} s (console: $WORK/console.log)"
+append+=" systemd.run_success_action=poweroff systemd.run_failure_action=poweroff"
+append+=" podscope_node.vm_timeout=$VM_TIMEOUT ${NODE_CMDLINE:-}"
+
+# The node's journal read off its disk, for a node that hung: the kernel
+# writes what journald mmapped back within half a minute, so all but the
+# last seconds are there.
+journal_back() {
+    rm -rf "$WORK/journal"
+    debugfs -R "rdump /var/log/journal $WORK" "$WORK/root.img" >/dev/null 2>&1 || true
+    if journalctl -D "$WORK/journal" --no-pager -o short-monotonic > "$WORK/journal.txt" 2>/dev/null \
+        && [[ -s $WORK/journal.txt ]]; then
+        say "the node's journal off its disk (last 150 lines; all in $WORK/journal.txt):"
+        tail -n 150 "$WORK/journal.txt" >&2
+    else
+        say "no journal could be read off the node's disk"
     fi
-    sleep 1
-done
-wait "$QEMU_PID" || { cat "$WORK/qemu.log" >&2; fail "qemu failed"; }
-QEMU_PID=
+}
+stop_node() {
+    kill "$QEMU_PID" 2>/dev/null
+    wait "$QEMU_PID" 2>/dev/null
+    QEMU_PID=
+    tail -n 60 "$WORK/console.log" >&2 || true
+    journal_back
+}
+
+# boot: run the node until it powers off (0), stops printing for STALL
+# seconds once its suite is under way (2: while a case runs it prints a
+# line a minute, so silence means the node is frozen), or outlives
+# VM_TIMEOUT (the run fails).
+STALL=${NODE_STALL:-240}
+boot() {
+    say "booting the node (accel $accel)"
+    : > "$WORK/console.log"
+    qemu-system-x86_64 -accel "$accel" -smp 2 -m 4096 \
+        -kernel "$WORK/vmlinuz" -initrd "$WORK/initrd.img" -append "$append" \
+        -drive file="$WORK/root.img",if=virtio,format=raw \
+        -nographic -no-reboot -nic none -serial "file:$WORK/console.log" -monitor none \
+        -display none > "$WORK/qemu.log" 2>&1 &
+    QEMU_PID=$!
+    local now deadline=$(($(date +%s) + VM_TIMEOUT)) size=0 seen
+    seen=$(date +%s)
+    while kill -0 "$QEMU_PID" 2>/dev/null; do
+        now=$(date +%s)
+        if ((now > deadline)); then
+            stop_node
+            fail "the node did not finish within ${VM_TIMEOUT} s (console: $WORK/console.log)"
+        fi
+        if (($(stat -c %s "$WORK/console.log") != size)); then
+            size=$(stat -c %s "$WORK/console.log")
+            seen=$now
+        elif ((now - seen > STALL)) && grep -q '^node-suite: the suite may take' "$WORK/console.log"; then
+            say "the node printed nothing for $STALL s, though its suite says a line a minute: frozen"
+            stop_node
+            return 2
+        fi
+        sleep 1
+    done
+    wait "$QEMU_PID" || { cat "$WORK/qemu.log" >&2; fail "qemu failed"; }
+    QEMU_PID=
+}
+rc=0
+boot || rc=$?
+if ((rc == 2)); then
+    # Once: a node frozen whole (no line from its suite's heartbeat, nor
+    # from its kernel) is the emulator's, not a case's (a hung case is
+    # named by the suite's own watchdog). A second freeze fails the run.
+    say "booting the node once more, from a fresh disk, after the freeze above"
+    cp "$WORK/console.log" "$WORK/console-frozen.log"
+    make_disk
+    rc=0
+    boot || rc=$?
+    ((rc == 0)) || fail "the node froze twice (consoles: $WORK/console-frozen.log, $WORK/console.log)"
+fi
+rm -rf --one-file-system "$ROOT"
 step vm
 
 # What the suite left on the disk: its verdict and, on failure, the journal.
