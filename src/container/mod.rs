@@ -25,6 +25,7 @@ mod remove;
 mod reopen;
 pub mod rootfs;
 mod runtime;
+mod signals;
 pub mod spec;
 mod start;
 mod stop;

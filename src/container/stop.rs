@@ -8,6 +8,8 @@ use std::time::Instant;
 /// How often a waiting Stop looks at the unit even without a signal from
 /// systemd (a signal lost with a reconnect must not hold it).
 const RECHECK: Duration = Duration::from_millis(250);
+/// How often a Stop whose signal was dropped looks for the handler.
+const RESEND_CHECK: Duration = Duration::from_millis(50);
 /// How long a SIGKILLed container may take to go.
 const KILL_GRACE: Duration = Duration::from_secs(10);
 
@@ -42,20 +44,29 @@ impl<S: SystemdClient + Clone> Containers<S> {
             let notified = waker.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            let limit = tokio::time::Instant::now() + Duration::from_secs(timeout_secs as u64);
+            // Sent before the program set its handler, the signal is
+            // dropped (`signals`): sent again once it has one.
+            let dropped = c.main_pid != 0
+                && signals::disposition(c.main_pid, c.stop_signal).is_some_and(|d| d.drops());
             self.systemd
                 .kill_main(&unit, c.stop_signal)
                 .await
                 .with_context(ctx)?;
             failpoint::hit(failpoint::CTR_STOP_SIGNALLED);
-            ended = self
-                .wait_for_exit(
-                    &unit,
-                    &waker,
-                    notified,
-                    Duration::from_secs(timeout_secs as u64),
-                )
-                .await
-                .with_context(ctx)?;
+            if dropped {
+                ended = self
+                    .resend_once_caught(&c, &unit, &waker, notified.as_mut(), limit)
+                    .await
+                    .with_context(ctx)?;
+            }
+            if !ended {
+                let rest = limit.saturating_duration_since(tokio::time::Instant::now());
+                ended = self
+                    .wait_for_exit(&unit, &waker, notified, rest)
+                    .await
+                    .with_context(ctx)?;
+            }
         }
         if !ended {
             let notified = waker.notified();
@@ -91,6 +102,49 @@ impl<S: SystemdClient + Clone> Containers<S> {
             t0.elapsed().as_micros()
         );
         Ok(())
+    }
+
+    /// A stop signal the container's process dropped (it had no handler
+    /// yet): wait for it to end or to set its handler, and then send the
+    /// signal again, once. True when it ended; false at `limit`, or once
+    /// the signal went again (the caller waits for the rest).
+    async fn resend_once_caught<'w>(
+        &self,
+        c: &Container,
+        unit: &str,
+        waker: &'w Notify,
+        mut notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'w>>,
+        limit: tokio::time::Instant,
+    ) -> Result<bool> {
+        while tokio::time::Instant::now() < limit {
+            let step = limit
+                .saturating_duration_since(tokio::time::Instant::now())
+                .min(RESEND_CHECK);
+            if self
+                .wait_for_exit(unit, waker, notified.as_mut(), step)
+                .await?
+            {
+                return Ok(true);
+            }
+            match signals::disposition(c.main_pid, c.stop_signal) {
+                Some(d) if d.caught => {
+                    debug!(
+                        container_id = %c.id,
+                        "container {} ({}): signal {} sent again, now that its process handles it",
+                        c.id,
+                        c.config.name,
+                        c.stop_signal
+                    );
+                    self.systemd.kill_main(unit, c.stop_signal).await?;
+                    return Ok(false);
+                }
+                // Gone, or no longer an init that drops it.
+                None => return Ok(false),
+                Some(d) if !d.namespace_init => return Ok(false),
+                Some(_) => {}
+            }
+        }
+        Ok(false)
     }
 
     /// Wait until the unit's main process has ended, at most `limit`:

@@ -88,6 +88,50 @@ async fn stop_sends_sigterm_first_and_sigkill_at_the_timeout_runc() {
     sigterm_first_then_sigkill_at_the_timeout("runc").await;
 }
 
+/// A Stop just after the Start, before the program has set its handler
+/// (critest stops that soon): the container's process is the init of its
+/// PID namespace, so the kernel drops the signal; it is sent again once
+/// the handler is there, and the program ends on it rather than by
+/// SIGKILL at the timeout.
+async fn a_stop_before_the_handler_is_set_is_not_lost(handler: &str) {
+    let _cleanup = Cleanup::new();
+    let (m, _c) = manager().await;
+    pull_busybox(&m).await;
+    let (pod, logs) = log_pod(&m, "ctr-early-stop", handler).await;
+    let id = run(
+        &m,
+        &pod,
+        "early",
+        ContainerOptions {
+            log_path: "early.log".into(),
+            ..sh_cmd("sleep 1; trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 0.1; done")
+        },
+    )
+    .await;
+    m.stop_container(&id, 60).await.unwrap();
+    let s = m.container_status(&id).await.unwrap();
+    assert_eq!(
+        (s.state, s.exit_code, s.reason.as_str()),
+        (ContainerState::Exited, 0, "Completed"),
+        "ended by its own handler, not SIGKILLed at the timeout: {s:?}"
+    );
+    assert_eq!(
+        whole_lines(&strict_records(&format!("{logs}/early.log")), "stdout"),
+        ["ready", "got TERM"]
+    );
+    m.remove(&pod).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stop_before_the_handler_is_set_is_not_lost_crun() {
+    a_stop_before_the_handler_is_set_is_not_lost("crun").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stop_before_the_handler_is_set_is_not_lost_runc() {
+    a_stop_before_the_handler_is_set_is_not_lost("runc").await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn stop_sends_the_images_stop_signal() {
     let _cleanup = Cleanup::new();
