@@ -9,10 +9,11 @@
 #                   then conformance, e2e (kubelet), load and node (a VM); each suite's time is printed, and
 #                   again at the end with the total
 #   make fuzz       the property-based fuzzers, long (FUZZ_CASES=)
-#   make conformance  crictl and critest (CRICTL=, CRITEST=) against the
-#                   installed podscope-cri, in the harness
-#   make e2e        a real kubelet (KUBELET=) runs static pods on podscope,
+#   make conformance  crictl and critest 1.29 and 1.36 (CRICTL=, CRITEST=,
+#                   CRITEST_1_36_XZ=) against the installed podscope-cri,
 #                   in the harness
+#   make e2e        real kubelets, 1.26 and 1.36 (KUBELET=, KUBELET_1_36_XZ=),
+#                   run static pods on podscope, in the harness
 #   make load       a full node: 110 pods x 4 containers created and drained
 #                   through the CRI by 8 clients, with daemon restarts, a
 #                   bus bound of 4 and a low descriptor limit, in the harness
@@ -52,6 +53,20 @@ CRICTL      ?= $(abspath ../shared/tools/crictl)
 CRITEST     ?= $(abspath ../shared/tools/critest)
 # A real kubelet (1.26, standalone) for make e2e and make bench.
 KUBELET     ?= $(abspath ../shared/tools/kubelet)
+# Kubernetes 1.36's critest, crictl and kubelet, xz-packed, for make
+# conformance, e2e and node (both generations must pass); unpacked into
+# target/tools/k8s-1.36 when the packed copy is newer.
+KUBELET_1_36_XZ ?= $(abspath ../shared/tools/k8s-1.36/kubelet.xz)
+CRITEST_1_36_XZ ?= $(abspath ../shared/tools/k8s-1.36/critest.xz)
+CRICTL_1_36_XZ ?= $(abspath ../shared/tools/k8s-1.36/crictl.xz)
+K8S_1_36 := $(abspath target/tools/k8s-1.36)
+# $(call unxz_tool,VAR,OUT): OUT unpacked from $(VAR) unless up to date;
+# a missing one fails the target.
+define unxz_tool
+	@test -f "$($(1))" || { echo "$@: $($(1)) not found (set $(1)=...)" >&2; exit 1; }; \
+	if [ ! -x "$(2)" ] || [ "$(2)" -ot "$($(1))" ]; then mkdir -p "$(dir $(2))" && \
+	  xz -dc "$($(1))" > "$(2).part" && chmod 0755 "$(2).part" && mv "$(2).part" "$(2)"; fi
+endef
 # containerd 2.3.4 (with its runc shim), xz-packed, for make bench's
 # full-node rows beside Debian's containerd 1.6; unpacked into target/.
 CONTAINERD_2_3_XZ ?= $(abspath ../shared/tools/containerd-2.3)
@@ -185,7 +200,8 @@ check:
 # missing tool fails here, before anything boots.
 conformance: deps build
 	$(need_cri_tools)
-	CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" $(TIMED) conformance \
+	$(call unxz_tool,CRITEST_1_36_XZ,$(K8S_1_36)/critest)
+	CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" CRITEST_1_36="$(K8S_1_36)/critest" $(TIMED) conformance \
 	  tests/harness/harness.sh run tests/conformance/conformance.sh
 
 # A real kubelet, standalone, drives podscope through static pods in the
@@ -193,7 +209,8 @@ conformance: deps build
 e2e: deps build
 	$(need_cri_tools)
 	$(need_kubelet)
-	KUBELET="$(KUBELET)" CRICTL="$(CRICTL)" $(TIMED) e2e tests/e2e/run-e2e.sh
+	$(call unxz_tool,KUBELET_1_36_XZ,$(K8S_1_36)/kubelet)
+	KUBELET="$(KUBELET)" KUBELET_1_36="$(K8S_1_36)/kubelet" CRICTL="$(CRICTL)" $(TIMED) e2e tests/e2e/run-e2e.sh
 
 # A full node's load (tests/load): 110 pods with 4 containers each created
 # and drained by 8 CRI clients, again with podscoped restarted mid-burst,
@@ -208,9 +225,6 @@ load: deps build
 # .deb is make packaging's when it is newer than the binaries, else one
 # built here.
 NODE_CACHE ?= /var/cache/podscope-node
-KUBELET_1_36_XZ ?= $(abspath ../shared/tools/k8s-1.36/kubelet.xz)
-CRITEST_1_36_XZ ?= $(abspath ../shared/tools/k8s-1.36/critest.xz)
-CRICTL_1_36_XZ ?= $(abspath ../shared/tools/k8s-1.36/crictl.xz)
 NODE_DEB := target/deb/podscope_$(VERSION)_amd64.deb
 node: deps build
 	$(need_cri_tools)

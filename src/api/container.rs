@@ -314,6 +314,8 @@ pub struct ContainerSummary {
     /// bookkeeping (hash, restart count) from them.
     pub annotations: BTreeMap<String, String>,
     pub annotations_hidden: bool,
+    /// Bytes of annotations List left out, past its budget (`list_budget`).
+    pub annotations_left_out: u64,
     pub unit: String,
     /// The unit's control group, below the hierarchy's root.
     pub cgroup: String,
@@ -374,6 +376,7 @@ impl ContainerSummary {
             labels: c.config.labels.clone(),
             annotations: c.config.annotations.clone(),
             annotations_hidden: false,
+            annotations_left_out: 0,
             unit: c.unit(),
             cgroup: c.cgroup_path(),
             upper_dir,
@@ -384,6 +387,15 @@ impl ContainerSummary {
         self.annotations_hidden = true;
         self.annotations.clear();
         self
+    }
+}
+
+impl super::list_budget::Annotated for ContainerSummary {
+    fn annotations_mut(&mut self) -> &mut BTreeMap<String, String> {
+        &mut self.annotations
+    }
+    fn set_annotations_left_out(&mut self, bytes: u64) {
+        self.annotations_left_out = bytes;
     }
 }
 

@@ -10,6 +10,7 @@ pub mod dict;
 pub mod errors;
 pub mod exec;
 pub mod image;
+pub mod list_budget;
 pub mod proxy;
 pub mod sandbox;
 

@@ -228,6 +228,12 @@ pub struct SandboxSummary {
     pub network: NetworkMode,
     pub runtime_handler: String,
     pub labels: BTreeMap<String, String>,
+    /// Root's callers only, as in Status, and within List's budget
+    /// (`list_budget`): an entry past it carries none, and
+    /// `annotations_left_out` says how many bytes it lost.
+    pub annotations: BTreeMap<String, String>,
+    pub annotations_hidden: bool,
+    pub annotations_left_out: u64,
 }
 
 /// Everything the daemon knows of one sandbox, as Status returns it.
@@ -410,7 +416,26 @@ impl SandboxSummary {
             network: c.network,
             runtime_handler: c.runtime_handler.clone(),
             labels: c.labels.clone(),
+            annotations: c.annotations.clone(),
+            annotations_hidden: false,
+            annotations_left_out: 0,
         }
+    }
+
+    /// What a caller that is not root sees: no annotations.
+    pub fn without_annotations(mut self) -> Self {
+        self.annotations_hidden = true;
+        self.annotations.clear();
+        self
+    }
+}
+
+impl super::list_budget::Annotated for SandboxSummary {
+    fn annotations_mut(&mut self) -> &mut BTreeMap<String, String> {
+        &mut self.annotations
+    }
+    fn set_annotations_left_out(&mut self, bytes: u64) {
+        self.annotations_left_out = bytes;
     }
 }
 
@@ -432,6 +457,9 @@ impl SandboxStatus {
             network: self.network,
             runtime_handler: self.runtime_handler.clone(),
             labels: self.labels.clone(),
+            annotations: self.annotations.clone(),
+            annotations_hidden: self.annotations_hidden,
+            annotations_left_out: 0,
         }
     }
 
@@ -460,6 +488,9 @@ impl SandboxStatus {
             network,
             runtime_handler,
             labels,
+            annotations,
+            annotations_hidden: _,
+            annotations_left_out: _,
         } = SandboxSummary::of(sb);
         let c = &sb.config;
         SandboxStatus {
@@ -478,7 +509,7 @@ impl SandboxStatus {
             hostname: c.hostname.clone(),
             log_directory: c.log_directory.clone(),
             labels,
-            annotations: c.annotations.clone(),
+            annotations,
             annotations_hidden: false,
             runtime_handler,
             network,

@@ -317,7 +317,7 @@ impl Service {
     ) -> Result<Vec<ContainerSummary>, BusError> {
         let f = list_filter(filter)?;
         let root = self.auth.caller_uid(hdr).await? == 0;
-        Ok(self
+        let mut all: Vec<ContainerSummary> = self
             .containers
             .list(&f)
             .iter()
@@ -329,7 +329,9 @@ impl Service {
                     s.without_annotations()
                 }
             })
-            .collect())
+            .collect();
+        crate::api::list_budget::fit(&mut all, crate::api::list_budget::ANNOTATIONS_BUDGET);
+        Ok(all)
     }
 
     pub async fn update_container_resources(

@@ -110,15 +110,23 @@ impl Manager {
     }
 
     #[zbus(out_args("sandboxes"))]
-    async fn list(&self, filter: DictArg<'_>) -> Result<Vec<SandboxSummary>, BusError> {
+    async fn list(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        filter: DictArg<'_>,
+    ) -> Result<Vec<SandboxSummary>, BusError> {
         let f = list_filter(&filter)?;
-        Ok(self
+        let root = self.service.auth.caller_uid(&hdr).await? == 0;
+        let mut all: Vec<SandboxSummary> = self
             .service
             .pods
             .list(&f)
             .iter()
             .map(|e| e.with(SandboxSummary::of))
-            .collect())
+            .map(|s| if root { s } else { s.without_annotations() })
+            .collect();
+        api::list_budget::fit(&mut all, api::list_budget::ANNOTATIONS_BUDGET);
+        Ok(all)
     }
 
     #[zbus(out_args("runtime_name", "runtime_version", "api_version"))]

@@ -14,6 +14,8 @@ use crate::domain::container::{
     ContainerConfig, ContainerDevice, ContainerMount, ContainerResources, HugepageLimit, Profile,
     ProfileKind, Propagation, SecurityContext,
 };
+use crate::domain::id::Id;
+use crate::domain::ContainerId;
 use crate::domain::NamespaceMode;
 use cri_api::v1 as cri;
 use std::collections::HashMap;
@@ -329,7 +331,11 @@ pub fn container(s: &ContainerSummary) -> cri::Container {
         state: state_of(s.state) as i32,
         created_at: ns(s.created_at),
         labels: s.labels.clone().into_iter().collect(),
-        annotations: s.annotations.clone().into_iter().collect(),
+        annotations: crate::api::list_budget::shown(
+            &s.annotations,
+            s.annotations_left_out,
+            "ContainerStatus",
+        ),
         image_id: s.image_id.clone(),
     }
 }
@@ -497,6 +503,9 @@ impl Cri {
     ) -> Result<(), Status> {
         if id.is_empty() {
             return Err(invalid("container_id", "must not be empty"));
+        }
+        if verb != "start" && super::runtime::cannot_name(ContainerId::KIND, &id) {
+            return Ok(());
         }
         detached(async move {
             let r = self

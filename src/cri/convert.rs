@@ -225,10 +225,13 @@ pub fn pod_sandbox(s: &SandboxSummary) -> cri::PodSandbox {
         state: state_of(s.state) as i32,
         created_at: ns_of_usec(s.created_at),
         labels: hash_map(&s.labels),
-        // The daemon's List carries none (they can reach 256 KiB a pod:
-        // a node's List would outgrow gRPC's 16 MiB); PodSandboxStatus
-        // has them.
-        annotations: HashMap::new(),
+        // Within the daemon's List budget (a pod's can reach 256 KiB);
+        // past it, one annotation says so and PodSandboxStatus has them.
+        annotations: crate::api::list_budget::shown(
+            &s.annotations,
+            s.annotations_left_out,
+            "PodSandboxStatus",
+        ),
         runtime_handler: s.runtime_handler.clone(),
     }
 }

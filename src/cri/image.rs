@@ -141,6 +141,13 @@ impl ImageService for ImageApi {
         req: Request<cri::RemoveImageRequest>,
     ) -> Result<Response<cri::RemoveImageResponse>, Status> {
         let name = spec_name(req.into_inner().image.as_ref(), "RemoveImage")?;
+        // Neither a reference nor an image id names nothing to remove: done,
+        // as for any image that is not there.
+        if crate::image::reference::Reference::parse(&name).is_err()
+            && crate::image::reference::id_prefix(&name).is_none()
+        {
+            return Ok(Response::new(cri::RemoveImageResponse {}));
+        }
         let cri = Arc::clone(&self.0);
         super::runtime::detached(async move {
             match cri

@@ -373,6 +373,36 @@ async fn cri_pod_lifecycle_in_kubelet_order() {
     let unknown = podscope::domain::SandboxId::random().as_str().to_owned();
     stop(&mut c, &unknown).await.unwrap();
     remove(&mut c, &unknown).await.unwrap();
+    // And of ids no pod, container or image could have (critest 1.36
+    // passes UUIDs): nothing is there, so the call is done.
+    let uuid = "df2ac263-6a3c-4c36-9d5e-4a1b2b1e7f00";
+    stop(&mut c, uuid).await.unwrap();
+    remove(&mut c, uuid).await.unwrap();
+    c.stop_container(cri::StopContainerRequest {
+        container_id: uuid.into(),
+        timeout: 0,
+    })
+    .await
+    .unwrap();
+    c.remove_container(cri::RemoveContainerRequest {
+        container_id: uuid.into(),
+    })
+    .await
+    .unwrap();
+    let (_, mut img) = clients_at(SOCKET).await;
+    for name in [uuid, "Not A Reference!", "sha256:0123"] {
+        img.remove_image(cri::RemoveImageRequest {
+            image: Some(cri::ImageSpec {
+                image: name.into(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("RemoveImage {name:?}: {e:?}"));
+    }
+    // An empty id names nothing at all: still an invalid argument.
+    let (code, _) = code_of(stop(&mut c, "").await);
+    assert_eq!(code, Code::InvalidArgument);
 }
 
 #[tokio::test(flavor = "multi_thread")]

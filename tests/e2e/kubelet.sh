@@ -1,5 +1,5 @@
 #!/bin/bash
-# A real kubelet (Kubernetes 1.26, standalone: static pods, no API server)
+# A real kubelet (Kubernetes 1.26 or 1.36, standalone: static pods, no API server)
 # as a unit of the harness's systemd, driving a CRI runtime: podscope by
 # default, or the bench's anchor. Runs inside the harness.
 #
@@ -85,6 +85,13 @@ evictionHard:
   imagefs.available: 1%
   nodefs.inodesFree: 1%
 YAML
+    # kubelet 1.35 and later refuse a cgroup v1 host (the harness's v1
+    # hybrid) unless told (KEP-5573); on a cgroup v2 node nothing is needed.
+    local minor
+    minor=$("$KUBELET" --version | sed -n 's/^Kubernetes v1\.\([0-9]*\)\..*/\1/p')
+    if [[ $(stat -f -c %T /sys/fs/cgroup) != cgroup2fs ]] && ((${minor:-0} >= 35)); then
+        echo "failCgroupV1: false" >> "$CONF/kubelet.yaml"
+    fi
     # kubelet sets vm.overcommit_memory, kernel.panic and kernel.panic_on_oops
     # (and checks three more) at start: these are the machine's own, not the
     # harness's, so kubelet is shown its expected values instead of changing

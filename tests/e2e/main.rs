@@ -1,4 +1,4 @@
-//! `make e2e`: a real kubelet (1.26, standalone, static pods) drives
+//! `make e2e`: a real kubelet (1.26, then 1.36; standalone, static pods) drives
 //! podscope, in the harness, and every check reads kubelet's own view
 //! (`/pods`, `/stats/summary`, the files under `/var/log/pods`) and
 //! systemd's (`systemctl`, `machinectl`), with podscope's D-Bus view to
@@ -319,10 +319,45 @@ async fn snapshot(k: &Kubelet, pods: &[&str]) -> Ids {
 
 #[tokio::main]
 async fn main() {
+    let t_all = Instant::now();
+    // Both generations, one after the other, the same pods and checks:
+    // a node upgrades its kubelet before anything else. kubelet.sh reads
+    // KUBELET (the harness binds each at a path of its own).
+    for (generation, var) in [("1.26", "KUBELET"), ("1.36", "KUBELET_1_36")] {
+        let bin = std::env::var(var).unwrap_or_else(|_| {
+            panic!(
+                "{var} is not set: make e2e runs kubelet 1.26 and 1.36 (KUBELET=, KUBELET_1_36=)"
+            )
+        });
+        println!("e2e: kubelet {generation} ({bin})");
+        std::env::set_var("KUBELET", &bin);
+        scenario(generation).await;
+    }
+    println!("e2e: both kubelets passed in {}", elapsed(t_all).trim());
+}
+
+/// Every pod and check on one kubelet, from its start to nothing left.
+async fn scenario(generation: &str) {
     let t0 = Instant::now();
     let (m, _conn) = manager().await;
     let k = Kubelet::start(CRI, "");
-    ok!(t0, "kubelet started on {CRI}");
+    ok!(t0, "kubelet {generation} started on {CRI}");
+    if generation != "1.26" {
+        // RuntimeConfig: kubelet takes its cgroup driver from podscope
+        // (kubelet 1.38 will not start without it).
+        let said = sh("journalctl -u kubelet --no-pager -o cat");
+        let line = said
+            .lines()
+            .find(|l| l.contains("Using cgroup driver setting received from the CRI runtime"))
+            .unwrap_or_else(|| {
+                panic!("kubelet {generation} did not take its cgroup driver from RuntimeConfig")
+            });
+        assert!(line.contains(r#"cgroupDriver="systemd""#), "{line}");
+        ok!(
+            t0,
+            "kubelet {generation} took cgroupDriver systemd from podscope's RuntimeConfig"
+        );
+    }
 
     // Every pod at once: kubelet's loops run side by side.
     k.write_manifest("web", &web());
@@ -459,7 +494,7 @@ async fn main() {
         t0,
         "kubelet stopped, its pods removed: no unit, namespace, sandbox, bundle or runtime state left"
     );
-    println!("e2e: passed in {}", elapsed(t0).trim());
+    println!("e2e: kubelet {generation} passed in {}", elapsed(t0).trim());
 }
 
 /// The two-container pod: probes, the shared network, the pod's IP as

@@ -4,7 +4,8 @@
 # inside the systemd harness, podscope installed as for the integration
 # tests; kubelet's and podscoped's journals are printed when it fails.
 #
-#   KUBELET   the kubelet (`make e2e` passes the Makefile's); CRICTL too
+#   KUBELET, KUBELET_1_36   kubelet 1.26 and 1.36 (`make e2e` passes the
+#                           Makefile's); CRICTL too
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -23,9 +24,9 @@ if [[ ${1:-} == inside ]]; then
     "$HERE/kubelet.sh" stop || rc=1
     exit "$rc"
 fi
-for var in KUBELET CRICTL; do
+for var in KUBELET KUBELET_1_36 CRICTL; do
     [[ -n ${!var:-} && -x ${!var} ]] \
-        || { echo "run-e2e: $var='${!var:-}' is not an executable file (set KUBELET= and CRICTL=)" >&2; exit 1; }
+        || { echo "run-e2e: $var='${!var:-}' is not an executable file (set KUBELET=, KUBELET_1_36= and CRICTL=)" >&2; exit 1; }
 done
 BIN=$("$REPO/tests/harness/test-binary.sh" e2e)
 exec "$REPO/tests/harness/harness.sh" run "$HERE/run-e2e.sh" inside "$BIN"

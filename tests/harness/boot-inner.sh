@@ -31,10 +31,11 @@ mkdir -p "$N$REPO" && mount --bind "$REPO" "$N$REPO"
 # their reach).
 d=$REPO
 while d=${d%/*}; [[ -n $d ]]; do chmod o+x "$N$d" || true; done
-# The tools harness.sh was given (CRICTL=, CRITEST=, KUBELET=, resolved), wherever
+# The tools harness.sh was given (CRICTL=, CRITEST=, KUBELET= and their
+# _1_36 kin, resolved), wherever
 # they are (under /tmp, hidden by the private /tmp above): read-only at a
 # fixed path, which harness.sh gives the command.
-for var in CRICTL CRITEST KUBELET; do
+for var in CRICTL CRITEST KUBELET CRICTL_1_36 CRITEST_1_36 KUBELET_1_36; do
     [[ -n ${!var:-} ]] || continue
     dest=$N$HARNESS_TOOLS/${var,,}
     mkdir -p "${dest%/*}" && touch "$dest"

@@ -11,9 +11,11 @@
 #                                  package tests install the .deb themselves)
 #
 #   CRICTL=, CRITEST=, KUBELET=    Kubernetes' CRI tools and kubelet, anywhere
+#   (and CRICTL_1_36=, CRITEST_1_36=, KUBELET_1_36=, Kubernetes 1.36's)
 #                                  outside: bound read-only inside at
-#                                  $TOOLS/crictl, $TOOLS/critest and
-#                                  $TOOLS/kubelet, and CMD gets those paths (a
+#                                  $TOOLS/crictl, $TOOLS/critest,
+#                                  $TOOLS/kubelet (critest_1_36, ...), and
+#                                  CMD gets those paths (a
 #                                  checkout under /tmp has them in ../shared,
 #                                  which the harness's private /tmp hides)
 #
@@ -41,7 +43,7 @@ inside() { nsenter -t "$SYSTEMD_PID" -a "$@"; }
 TOOL_ENV=()
 resolve_tools() {
     local var path
-    for var in CRICTL CRITEST KUBELET; do
+    for var in CRICTL CRITEST KUBELET CRICTL_1_36 CRITEST_1_36 KUBELET_1_36; do
         [[ -n ${!var:-} ]] || continue
         path=$(readlink -f -- "${!var}") && [[ -f $path && -x $path ]] \
             || fail "$var=${!var} is not an executable file"

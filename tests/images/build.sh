@@ -201,7 +201,8 @@ E2E=registry.k8s.io/e2e-test-images
 #   e2e-test-images/nonewprivs:1.3    /usr/local/bin/nnp, setuid root, prints
 #                                     "Effective uid: N"
 #   registry.k8s.io/pause:3.6, :3.9   /pause alone: a sandbox's process
-#                                     (containerd's sandbox_image)
+#   (and k8s.gcr.io/pause:3.9)        (containerd's sandbox_image); 3.9 one
+#                                     image under both names, 3.6 another
 #
 # (test-image-digest is not here: critest names it by a digest of gcr.io's
 # that no image built here can have.)
@@ -377,14 +378,23 @@ read -r d s < <(critest_image "$L" "$(critest_config "" '["/usr/local/bin/nnp"]'
 tag "$L" 1.3 "$d" "$s" $OCI_MANIFEST "$E2E/nonewprivs"
 
 # The pause image: /pause alone, one layer, run as 65535 as the real one is.
+# 3.9 is one image under both of its names (critest 1.36 pulls it from
+# each and expects one id, and its removal by one name to remove both);
+# 3.6 is another (its config says so), as the real ones are, so that no
+# spec counting 3.9's tags finds 3.6's among them.
 L=$OUT/pause
 fresh_dir
 install -m 0755 "$STAGE/standin" "$STAGE/add/pause"
-read -r d s < <(image_config "$L" amd64 \
-    "$(critest_config 65535:65535 null pause '{"Entrypoint": ["/pause"]}')" \
-    "$(layer "$STAGE/add" "$L" gzip)")
-tag "$L" 3.6 "$d" "$s" $OCI_MANIFEST registry.k8s.io/pause
-tag "$L" 3.9 "$d" "$s" $OCI_MANIFEST registry.k8s.io/pause
+pause_layer=$(layer "$STAGE/add" "$L" gzip)
+for v in 3.6 3.9; do
+    read -r d s < <(image_config "$L" amd64 \
+        "$(critest_config 65535:65535 null "pause $v" '{"Entrypoint": ["/pause"]}')" "$pause_layer")
+    if [[ $v == 3.9 ]]; then
+        tag "$L" "$v" "$d" "$s" $OCI_MANIFEST registry.k8s.io/pause k8s.gcr.io/pause
+    else
+        tag "$L" "$v" "$d" "$s" $OCI_MANIFEST registry.k8s.io/pause
+    fi
+done
 
 # --- podscope's own ---
 # Three layers: a base, then a whiteout (etc/remove-me) and an opaque

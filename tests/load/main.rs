@@ -229,6 +229,69 @@ async fn assert_each_once(what: &str, b: &Burst, shape: Shape) {
     );
 }
 
+/// ListPodSandbox of a full node whose pods carry large annotations: one
+/// answer under gRPC's 16 MiB, as many pods with all their annotations as
+/// the list's budget holds, each other pod with the one annotation that
+/// says what was left out, and PodSandboxStatus with them all.
+async fn assert_annotations_within_budget(t0: &Instant, shape: Shape) {
+    use podscope::api::list_budget::{ANNOTATIONS_BUDGET, ANNOTATIONS_LEFT_OUT};
+    let mut rt = node_load::client(&endpoint()).await;
+    let pods = rt
+        .list_pod_sandbox(cri_api::v1::ListPodSandboxRequest::default())
+        .await
+        .expect("ListPodSandbox of a full node with large annotations")
+        .into_inner()
+        .items;
+    let (full, left_out): (Vec<_>, Vec<_>) = pods
+        .iter()
+        .partition(|p| p.annotations.contains_key(node_load::BIG_ANNOTATION));
+    let fits = ANNOTATIONS_BUDGET / shape.annotation_bytes;
+    say(
+        *t0,
+        format!(
+            "ListPodSandbox: {} pods with their {} KiB of annotations, {} with them left out",
+            full.len(),
+            shape.annotation_bytes >> 10,
+            left_out.len()
+        ),
+    );
+    assert_eq!((full.len(), left_out.len()), (fits, shape.pods - fits));
+    for p in &full {
+        assert_eq!(
+            p.annotations[node_load::BIG_ANNOTATION].len() + node_load::BIG_ANNOTATION.len(),
+            shape.annotation_bytes
+        );
+    }
+    for p in &left_out {
+        let why = p.annotations.get(ANNOTATIONS_LEFT_OUT).unwrap_or_else(|| {
+            panic!(
+                "pod {} has neither its annotations nor {ANNOTATIONS_LEFT_OUT}",
+                p.id
+            )
+        });
+        assert!(
+            why.starts_with(&format!("{} bytes", shape.annotation_bytes)),
+            "{why}"
+        );
+        assert_eq!(p.annotations.len(), 1);
+    }
+    let status = rt
+        .pod_sandbox_status(cri_api::v1::PodSandboxStatusRequest {
+            pod_sandbox_id: left_out[0].id.clone(),
+            verbose: false,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status
+        .unwrap();
+    assert_eq!(
+        status.annotations[node_load::BIG_ANNOTATION].len() + node_load::BIG_ANNOTATION.len(),
+        shape.annotation_bytes,
+        "PodSandboxStatus has what List left out"
+    );
+}
+
 /// Nothing of any pod left, the daemon's descriptors exactly where they
 /// were and its RSS within 10%.
 async fn assert_nothing_left(
@@ -307,6 +370,7 @@ async fn warm_up(ep: &Endpoint) -> (u64, u64) {
         pods: 16,
         per_pod: 4,
         clients: FULL_NODE.clients,
+        annotation_bytes: 0,
     };
     let warm = node_load::create(ep, "warm", shape, Retry::Never).await;
     assert_clean("warm-up", &warm, &[]);
@@ -337,8 +401,12 @@ async fn main() {
         format!("ready: podscoped has {base_fds} descriptors open, {base_rss} KiB RSS"),
     );
 
-    // 1. A full node, created and drained.
-    let shape = FULL_NODE;
+    // 1. A full node, created and drained; each pod with 200 KiB of
+    // annotations, so that ListPodSandbox must keep to its budget.
+    let shape = Shape {
+        annotation_bytes: 200 * 1024,
+        ..FULL_NODE
+    };
     let containers = (shape.pods * shape.per_pod) as u64;
     let watch = Watch::start(None);
     let b = node_load::create(&ep, "full", shape, Retry::Never).await;
@@ -355,6 +423,7 @@ async fn main() {
     );
     assert_clean("create", &b, &[]);
     assert_each_once("create", &b, shape).await;
+    assert_annotations_within_budget(&t0, shape).await;
     let i = info(&m).await;
     assert_eq!(i.containers_running as u64, containers);
     let held = i.descriptors_containers;
@@ -446,6 +515,7 @@ async fn main() {
         pods: 24,
         per_pod: 4,
         clients: 8,
+        annotation_bytes: 0,
     };
     let b = node_load::create(&ep, "bound", small, Retry::Never).await;
     say(
@@ -492,6 +562,7 @@ async fn main() {
         pods: 30,
         per_pod: 4,
         clients: 8,
+        annotation_bytes: 0,
     };
     let b = node_load::create(&ep, "nofile", many, Retry::Never).await;
     say(

@@ -31,13 +31,20 @@ pub const FULL_NODE: Shape = Shape {
     pods: 110,
     per_pod: 4,
     clients: 8,
+    annotation_bytes: 0,
 };
+/// The annotation a pod of `Shape::annotation_bytes` carries (as kubectl's
+/// last-applied-configuration of a large pod spec would).
+pub const BIG_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 #[derive(Debug, Clone, Copy)]
 pub struct Shape {
     pub pods: usize,
     pub per_pod: usize,
     pub clients: usize,
+    /// Bytes of annotations (keys and values) each pod carries, in one
+    /// `BIG_ANNOTATION`; 0 for none.
+    pub annotation_bytes: usize,
 }
 
 /// A CRI runtime: its socket, the cgroup parent of the pods made there
@@ -270,7 +277,11 @@ async fn create_share(
     let rt = client(&ep).await;
     let (mut calls, mut pods) = (Vec::new(), Vec::new());
     for i in (share..shape.pods).step_by(shape.clients) {
-        let config = pod_config(&ep, &prefix, i);
+        let mut config = pod_config(&ep, &prefix, i);
+        if shape.annotation_bytes > 0 {
+            let value = "x".repeat(shape.annotation_bytes - BIG_ANNOTATION.len());
+            config.annotations.insert(BIG_ANNOTATION.into(), value);
+        }
         let name = config.metadata.as_ref().map(|m| m.name.clone()).unwrap();
         let pod = timed(&mut calls, "RunPodSandbox", retry, |_| {
             let mut rt = rt.clone();
