@@ -382,21 +382,6 @@ impl ContainerSummary {
             upper_dir,
         }
     }
-
-    pub fn without_annotations(mut self) -> Self {
-        self.annotations_hidden = true;
-        self.annotations.clear();
-        self
-    }
-}
-
-impl super::list_budget::Annotated for ContainerSummary {
-    fn annotations_mut(&mut self) -> &mut BTreeMap<String, String> {
-        &mut self.annotations
-    }
-    fn set_annotations_left_out(&mut self, bytes: u64) {
-        self.annotations_left_out = bytes;
-    }
 }
 
 impl ContainerStatus {

@@ -22,6 +22,37 @@ pub const ANNOTATIONS_LEFT_OUT: &str = "podscope.io/annotations-left-out";
 pub trait Annotated {
     fn annotations_mut(&mut self) -> &mut BTreeMap<String, String>;
     fn set_annotations_left_out(&mut self, bytes: u64);
+    /// What a caller that is not root sees: none, and that they are hidden.
+    fn hide_annotations(&mut self);
+}
+
+/// `Annotated` for the List entries, whose fields are named alike.
+macro_rules! annotated {
+    ($($t:ty),*) => {$(
+        impl Annotated for $t {
+            fn annotations_mut(&mut self) -> &mut BTreeMap<String, String> {
+                &mut self.annotations
+            }
+            fn set_annotations_left_out(&mut self, bytes: u64) {
+                self.annotations_left_out = bytes;
+            }
+            fn hide_annotations(&mut self) {
+                self.annotations_hidden = true;
+                self.annotations.clear();
+            }
+        }
+    )*};
+}
+annotated!(super::SandboxSummary, super::container::ContainerSummary);
+
+/// A List answer as its caller gets it: annotations for root's callers
+/// only (they can carry secrets), and within the budget.
+pub fn for_caller<T: Annotated>(mut entries: Vec<T>, root: bool) -> Vec<T> {
+    if !root {
+        entries.iter_mut().for_each(Annotated::hide_annotations);
+    }
+    fit(&mut entries, ANNOTATIONS_BUDGET);
+    entries
 }
 
 /// The size of a set as the budget counts it: keys and values.
@@ -92,6 +123,9 @@ mod tests {
         fn set_annotations_left_out(&mut self, bytes: u64) {
             self.1 = bytes;
         }
+        fn hide_annotations(&mut self) {
+            self.0.clear();
+        }
     }
 
     fn entry(size: usize) -> Entry {
@@ -123,6 +157,14 @@ mod tests {
         assert!(carried <= ANNOTATIONS_BUDGET);
         assert_eq!(over, 110 - ANNOTATIONS_BUDGET / (256 * 1024));
         assert_eq!(v.iter().filter(|e| e.1 > 0).count(), over);
+    }
+
+    #[test]
+    fn a_caller_not_root_gets_none_and_nothing_is_left_out() {
+        let hidden = for_caller(vec![entry(300), entry(20)], false);
+        assert!(hidden.iter().all(|e| e.0.is_empty() && e.1 == 0));
+        let shown = for_caller(vec![entry(300), entry(20)], true);
+        assert!(shown.iter().all(|e| e.0.len() == 1 && e.1 == 0));
     }
 
     #[test]

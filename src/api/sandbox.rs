@@ -421,22 +421,6 @@ impl SandboxSummary {
             annotations_left_out: 0,
         }
     }
-
-    /// What a caller that is not root sees: no annotations.
-    pub fn without_annotations(mut self) -> Self {
-        self.annotations_hidden = true;
-        self.annotations.clear();
-        self
-    }
-}
-
-impl super::list_budget::Annotated for SandboxSummary {
-    fn annotations_mut(&mut self) -> &mut BTreeMap<String, String> {
-        &mut self.annotations
-    }
-    fn set_annotations_left_out(&mut self, bytes: u64) {
-        self.annotations_left_out = bytes;
-    }
 }
 
 impl SandboxStatus {

@@ -317,21 +317,13 @@ impl Service {
     ) -> Result<Vec<ContainerSummary>, BusError> {
         let f = list_filter(filter)?;
         let root = self.auth.caller_uid(hdr).await? == 0;
-        let mut all: Vec<ContainerSummary> = self
+        let all = self
             .containers
             .list(&f)
             .iter()
-            .map(|e| {
-                let s = e.with(|c| ContainerSummary::of(c, self.containers.upper_dir(&c.id)));
-                if root {
-                    s
-                } else {
-                    s.without_annotations()
-                }
-            })
+            .map(|e| e.with(|c| ContainerSummary::of(c, self.containers.upper_dir(&c.id))))
             .collect();
-        crate::api::list_budget::fit(&mut all, crate::api::list_budget::ANNOTATIONS_BUDGET);
-        Ok(all)
+        Ok(crate::api::list_budget::for_caller(all, root))
     }
 
     pub async fn update_container_resources(

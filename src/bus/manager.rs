@@ -117,16 +117,14 @@ impl Manager {
     ) -> Result<Vec<SandboxSummary>, BusError> {
         let f = list_filter(&filter)?;
         let root = self.service.auth.caller_uid(&hdr).await? == 0;
-        let mut all: Vec<SandboxSummary> = self
+        let all = self
             .service
             .pods
             .list(&f)
             .iter()
             .map(|e| e.with(SandboxSummary::of))
-            .map(|s| if root { s } else { s.without_annotations() })
             .collect();
-        api::list_budget::fit(&mut all, api::list_budget::ANNOTATIONS_BUDGET);
-        Ok(all)
+        Ok(api::list_budget::for_caller(all, root))
     }
 
     #[zbus(out_args("runtime_name", "runtime_version", "api_version"))]

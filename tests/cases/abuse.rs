@@ -87,6 +87,15 @@ async fn a_thousand_pods_at_the_limits_still_list() {
     let list = m.list(&mine).await.unwrap();
     assert_eq!(list.len(), 1000);
     assert_eq!(list[0].labels, labels);
+    // Root's List carries annotations within its budget: as many pods
+    // with all of theirs as fit, the others saying what they left out.
+    use podscope::api::list_budget::ANNOTATIONS_BUDGET;
+    let (full, left_out): (Vec<_>, Vec<_>) = list.iter().partition(|s| s.annotations_left_out == 0);
+    assert_eq!(full.len(), ANNOTATIONS_BUDGET / ANNOTATIONS_TOTAL_MAX);
+    assert!(full.iter().all(|s| s.annotations == annotations));
+    assert!(left_out.iter().all(
+        |s| s.annotations.is_empty() && s.annotations_left_out == ANNOTATIONS_TOTAL_MAX as u64
+    ));
 
     let busctl = |args: &str| as_nobody(&format!("busctl --system {args} | wc -c"));
     let (rc, out, err) = busctl(
