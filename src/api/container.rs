@@ -3,7 +3,9 @@
 //! inputs deny unknown keys and default absent ones; replies require every
 //! key and ignore new ones.
 
-use crate::domain::container::{self as dc, ContainerState, Profile, ProfileKind, Propagation};
+use crate::domain::container::{
+    self as dc, ContainerState, GroupsPolicy, Profile, ProfileKind, Propagation,
+};
 use crate::domain::NamespaceMode;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -17,7 +19,34 @@ pub struct Mount {
     pub container_path: String,
     pub host_path: String,
     pub readonly: bool,
+    /// Read-only all the way down, submounts too (`rro`): needs `readonly`
+    /// and private propagation, and a handler that can.
+    pub recursive_read_only: bool,
     pub propagation: Propagation,
+}
+
+impl From<dc::ContainerMount> for Mount {
+    fn from(m: dc::ContainerMount) -> Self {
+        Mount {
+            container_path: m.container_path,
+            host_path: m.host_path,
+            readonly: m.readonly,
+            recursive_read_only: m.recursive_read_only,
+            propagation: m.propagation,
+        }
+    }
+}
+
+impl From<Mount> for dc::ContainerMount {
+    fn from(m: Mount) -> Self {
+        dc::ContainerMount {
+            container_path: m.container_path,
+            host_path: m.host_path,
+            readonly: m.readonly,
+            recursive_read_only: m.recursive_read_only,
+            propagation: m.propagation,
+        }
+    }
 }
 
 /// A host device in the container.
@@ -120,6 +149,7 @@ pub struct Security {
     pub run_as_username: String,
     pub run_as_group: Option<u32>,
     pub supplemental_groups: Vec<u32>,
+    pub supplemental_groups_policy: GroupsPolicy,
     pub readonly_rootfs: bool,
     pub no_new_privs: bool,
     pub masked_paths: Option<Vec<String>>,
@@ -167,16 +197,7 @@ impl ContainerOptions {
             args: c.args,
             working_dir: c.working_dir,
             envs: c.envs,
-            mounts: c
-                .mounts
-                .into_iter()
-                .map(|m| Mount {
-                    container_path: m.container_path,
-                    host_path: m.host_path,
-                    readonly: m.readonly,
-                    propagation: m.propagation,
-                })
-                .collect(),
+            mounts: c.mounts.into_iter().map(Mount::from).collect(),
             devices: c
                 .devices
                 .into_iter()
@@ -201,6 +222,7 @@ impl ContainerOptions {
                 run_as_username: s.run_as_username,
                 run_as_group: s.run_as_group,
                 supplemental_groups: s.supplemental_groups,
+                supplemental_groups_policy: s.supplemental_groups_policy,
                 readonly_rootfs: s.readonly_rootfs,
                 no_new_privs: s.no_new_privs,
                 masked_paths: s.masked_paths,
@@ -227,16 +249,7 @@ impl ContainerOptions {
             args: self.args,
             working_dir: self.working_dir,
             envs: self.envs,
-            mounts: self
-                .mounts
-                .into_iter()
-                .map(|m| dc::ContainerMount {
-                    container_path: m.container_path,
-                    host_path: m.host_path,
-                    readonly: m.readonly,
-                    propagation: m.propagation,
-                })
-                .collect(),
+            mounts: self.mounts.into_iter().map(Into::into).collect(),
             devices: self
                 .devices
                 .into_iter()
@@ -261,6 +274,7 @@ impl ContainerOptions {
                 run_as_username: s.run_as_username,
                 run_as_group: s.run_as_group,
                 supplemental_groups: s.supplemental_groups,
+                supplemental_groups_policy: s.supplemental_groups_policy,
                 readonly_rootfs: s.readonly_rootfs,
                 no_new_privs: s.no_new_privs,
                 masked_paths: s.masked_paths,
@@ -359,6 +373,12 @@ pub struct ContainerStatus {
     pub tty: bool,
     pub stdin: bool,
     pub privileged: bool,
+    /// Who its process runs as: uid, gid and every group it has (gid
+    /// among them, sorted); `supplemental_groups` empty when not known (a
+    /// container made before podscope recorded it).
+    pub uid: u32,
+    pub gid: u32,
+    pub supplemental_groups: Vec<u32>,
 }
 
 impl ContainerSummary {
@@ -409,17 +429,7 @@ impl ContainerStatus {
             labels: c.config.labels.clone(),
             annotations: c.config.annotations.clone(),
             annotations_hidden: false,
-            mounts: c
-                .config
-                .mounts
-                .iter()
-                .map(|m| Mount {
-                    container_path: m.container_path.clone(),
-                    host_path: m.host_path.clone(),
-                    readonly: m.readonly,
-                    propagation: m.propagation,
-                })
-                .collect(),
+            mounts: c.config.mounts.iter().cloned().map(Mount::from).collect(),
             log_path: c.log_path.clone(),
             resources: c.resources.clone().into(),
             unit: c.unit(),
@@ -431,6 +441,13 @@ impl ContainerStatus {
             tty: c.config.tty,
             stdin: c.config.stdin,
             privileged: c.config.security.privileged,
+            uid: c.user.as_ref().map_or(0, |u| u.uid),
+            gid: c.user.as_ref().map_or(0, |u| u.gid),
+            supplemental_groups: c
+                .user
+                .as_ref()
+                .map(|u| u.supplemental_groups.clone())
+                .unwrap_or_default(),
         }
     }
 
@@ -464,6 +481,7 @@ mod tests {
                 container_path: "/data".into(),
                 host_path: "/srv".into(),
                 readonly: true,
+                recursive_read_only: true,
                 propagation: Propagation::HostToContainer,
             }],
             resources: Resources {

@@ -17,11 +17,11 @@ pub mod sandbox;
 pub use client::Client;
 pub use dict::{from_dict, to_dict, Dict, DictArg};
 pub use sandbox::{
-    Condition, CreateOptions, Dns, Exit, ListFilter, PodMetadata, PortMapping, Quarantined,
-    Resources, RuntimeInfo, SandboxStatus, SandboxSummary, Version,
+    Condition, CreateOptions, Dns, Exit, HandlerFeatures, ListFilter, PodMetadata, PortMapping,
+    Quarantined, Resources, RuntimeInfo, SandboxStatus, SandboxSummary, Version,
 };
 
-use crate::domain::container::{ContainerState, ProfileKind, Propagation};
+use crate::domain::container::{ContainerState, GroupsPolicy, ProfileKind, Propagation};
 use crate::domain::{ContainerId, NamespaceMode, NetworkMode, Protocol, SandboxId, State};
 use zbus::zvariant::{OwnedObjectPath, Signature, Type};
 
@@ -64,5 +64,6 @@ as_string!(
     Protocol,
     ContainerState,
     Propagation,
-    ProfileKind
+    ProfileKind,
+    GroupsPolicy
 );

@@ -306,6 +306,17 @@ pub struct Quarantined {
     pub reason: String,
 }
 
+/// A runtime handler's CRI features (`RuntimeHandlerFeatures`), and why
+/// each that is off is off: (name, recursive_read_only_mounts,
+/// user_namespaces, why_not).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct HandlerFeatures {
+    pub name: String,
+    pub recursive_read_only_mounts: bool,
+    pub user_namespaces: bool,
+    pub why_not: Vec<String>,
+}
+
 /// RuntimeStatus' counters and settings.
 #[derive(Debug, Clone, PartialEq, Eq, SerializeDict, Deserialize, Type)]
 #[zvariant(signature = "a{sv}")]
@@ -323,6 +334,8 @@ pub struct RuntimeInfo {
     /// Handlers that cannot run here, each with why ("runc: /usr/bin/runc
     /// is not there").
     pub runtimes_unavailable: Vec<String>,
+    /// Each configured handler's features, the default's first.
+    pub handler_features: Vec<HandlerFeatures>,
     pub containers: u32,
     pub containers_running: u32,
     /// Wait calls now blocked.
@@ -821,6 +834,12 @@ mod tests {
             state_dir: "/var/lib/podscope".into(),
             runtime_handlers: vec!["crun".into(), "runc".into()],
             runtimes_unavailable: vec![],
+            handler_features: vec![HandlerFeatures {
+                name: "crun".into(),
+                recursive_read_only_mounts: true,
+                user_namespaces: false,
+                why_not: vec!["user namespaces: no idmapped mounts".into()],
+            }],
             containers: 3,
             containers_running: 1,
             waits_in_flight: 0,
@@ -846,6 +865,10 @@ mod tests {
         assert_eq!(d["descriptors_limit"].value_signature().to_string(), "t");
         assert_eq!(d["bus_calls_max"].value_signature().to_string(), "u");
         assert_eq!(d["quarantined"].value_signature().to_string(), "a(sss)");
+        assert_eq!(
+            d["handler_features"].value_signature().to_string(),
+            "a(sbbas)"
+        );
         assert_eq!(from_dict::<RuntimeInfo>(None, &d).unwrap(), info);
     }
 

@@ -70,7 +70,7 @@ Commands:
 Containers (crictl's names where they name nothing else here):
   container create POD NAME IMAGE [OPTIONS] [-- COMMAND ARGS...]
       -e|--env K=V  -w|--workdir DIR  -u|--user UID|NAME
-      --mount HOST:CONTAINER[:ro]  --label K=V  --log-path PATH (in the pod's
+      --mount HOST:CONTAINER[:ro|:rro]  --label K=V  --log-path PATH (in the pod's
       log directory; default NAME/ATTEMPT.log)
       --privileged  --read-only  --cap-add CAP  --cap-drop CAP  -t|--tty
       -i|--stdin  --memory BYTES  --cpu-quota USEC  --cpu-period USEC
@@ -934,6 +934,19 @@ async fn info(m: &Client) -> Result<(), Fail> {
         println!("  {unit}");
     }
     println!("Network teardowns owed: {}", info.network_teardowns_owed);
+    // What kubelet sees in the CRI's runtime_handlers, and why not.
+    for h in &info.handler_features {
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        println!(
+            "Runtime handler {}: recursive read-only mounts {}, user namespaces {}",
+            h.name,
+            yes(h.recursive_read_only_mounts),
+            yes(h.user_namespaces)
+        );
+        for why in &h.why_not {
+            println!("  {why}");
+        }
+    }
     println!("cgroup layout: {}", info.cgroup_layout);
     if !info.cgroup_advice.is_empty() {
         println!("  {}", info.cgroup_advice);
@@ -1083,7 +1096,7 @@ mod tests {
             "STATE" => "created",
             "pod|container|node" => "pod",
             "HOST:CONTAINER[/PROTO]" => "8080:80/tcp",
-            "HOST:CONTAINER[:ro]" => "/srv:/srv:ro",
+            "HOST:CONTAINER[:ro|:rro]" => "/srv:/srv:ro",
             _ => "x",
         }
     }

@@ -17,7 +17,8 @@ pub mod polkit;
 pub mod sandbox;
 
 use crate::api::{
-    self, Condition, CreateOptions, PodMetadata, Quarantined, RuntimeInfo, SandboxStatus,
+    self, Condition, CreateOptions, HandlerFeatures, PodMetadata, Quarantined, RuntimeInfo,
+    SandboxStatus,
 };
 use crate::descriptors::{cost, Budget};
 use crate::domain::Resources;
@@ -389,6 +390,20 @@ impl Service {
             None => condition("RuntimeReady", true, "", String::new()),
         };
         let conditions = vec![runtime, network];
+        // The default handler first: it is the CRI's "" too.
+        let mut handler_features = Vec::new();
+        let default = &lc.settings.default_runtime;
+        let names =
+            std::iter::once(default).chain(lc.settings.runtimes.keys().filter(|n| *n != default));
+        for name in names {
+            let f = crate::container::features::of(name, &lc.settings.runtimes[name]).await;
+            handler_features.push(HandlerFeatures {
+                name: name.clone(),
+                recursive_read_only_mounts: f.recursive_read_only_mounts,
+                user_namespaces: f.user_namespaces,
+                why_not: f.why_not,
+            });
+        }
         let (fds, bus) = (self.fds.figures(), self.gate.figures());
         let info = RuntimeInfo {
             sandboxes: lc.count() as u32,
@@ -417,6 +432,7 @@ impl Service {
             state_dir: lc.settings.state_dir.display().to_string(),
             runtime_handlers: lc.settings.runtimes.keys().cloned().collect(),
             runtimes_unavailable: unavailable.into_iter().map(|(_, why)| why).collect(),
+            handler_features,
             containers: self.containers.count() as u32,
             containers_running: self
                 .containers

@@ -69,6 +69,19 @@ impl<S: SystemdClient + Clone> Containers<S> {
         let name = config.name.clone();
         let ctx = |step: &str| format!("container {name} in sandbox {}: create: {step}", sb.id);
         let (handler_name, handler) = self.runtime_of(&sb)?;
+        if let Some(i) = config.mounts.iter().position(|m| m.recursive_read_only) {
+            let f = super::features::of(handler_name, handler).await;
+            if !f.recursive_read_only_mounts {
+                let why = f.why_not.iter().find(|w| w.starts_with("recursive"));
+                return Err(Error::invalid(
+                    &format!("mounts[{i}].recursive_read_only"),
+                    format!(
+                        "runtime handler {handler_name} cannot make recursive read-only mounts here ({})",
+                        why.map_or("", String::as_str)
+                    ),
+                ));
+            }
+        }
 
         // The image, and its layers held from now on: a RemoveImage that
         // comes meanwhile takes the record, never the layers.
@@ -110,6 +123,8 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 run_as_username: (!s.run_as_username.is_empty()).then(|| s.run_as_username.clone()),
                 run_as_group: s.run_as_group,
                 supplemental_groups: s.supplemental_groups.clone(),
+                strict_groups: s.supplemental_groups_policy
+                    == crate::domain::container::GroupsPolicy::Strict,
                 image_user: run.user.clone().unwrap_or_default(),
             },
             passwd.as_deref(),
@@ -181,6 +196,11 @@ impl<S: SystemdClient + Clone> Containers<S> {
             crate::domain::container::container_unit_name(&id)
         );
         let view = pod_view(&self.settings, &sb);
+        let user_record = crate::domain::container::ContainerUser {
+            uid: user.uid,
+            gid: user.gid,
+            supplemental_groups: user.spec_additional_gids(),
+        };
         let oci = spec::build(&spec::Input {
             config: &config,
             image: &run,
@@ -240,6 +260,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             resources: config.resources.clone(),
             oom_killed: false,
             stop_signal,
+            user: Some(user_record),
             config,
         };
         self.store

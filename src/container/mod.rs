@@ -17,6 +17,7 @@ mod attach;
 mod cpuacct;
 mod create;
 mod exec;
+pub mod features;
 pub mod hugetlb;
 pub mod logs;
 pub mod oom;

@@ -225,12 +225,13 @@ pub fn build(input: &Input<'_>) -> Result<Spec> {
                 "rshared"
             }
         };
-        cri_mounts.push(bind(
-            &m.container_path,
-            &m.host_path,
-            m.readonly,
-            propagation,
-        ));
+        let mut mount = bind(&m.container_path, &m.host_path, m.readonly, propagation);
+        if m.recursive_read_only {
+            // The runtime makes the whole tree read-only after the bind
+            // (mount_setattr with AT_RECURSIVE); "ro" stays for the top.
+            mount.options.push("rro".into());
+        }
+        cri_mounts.push(mount);
     }
     mounts.retain(|m| !cri_mounts.iter().any(|c| c.destination == m.destination));
     cri_mounts.sort_by_key(|m| depth(&m.destination));
@@ -684,6 +685,8 @@ mod tests {
             ContainerMount {
                 container_path: "/data/sub".into(),
                 host_path: "/srv/sub".into(),
+                readonly: true,
+                recursive_read_only: true,
                 ..Default::default()
             },
             ContainerMount {
@@ -696,6 +699,7 @@ mod tests {
                 host_path: "/srv".into(),
                 readonly: true,
                 propagation: Propagation::HostToContainer,
+                ..Default::default()
             },
         ];
         let s = build(&input(&c, &img, &p)).unwrap();
@@ -720,8 +724,14 @@ mod tests {
             .position(|m| m.destination == "/data/sub")
             .unwrap();
         assert!(data < sub, "parents first");
+        assert_eq!(
+            s.mounts[sub].options,
+            ["rbind", "rprivate", "ro", "rro"],
+            "rro after the bind's own options"
+        );
         assert!(s.mounts[data].options.contains(&"ro".to_owned()));
         assert!(s.mounts[data].options.contains(&"rslave".to_owned()));
+        assert!(!s.mounts[data].options.contains(&"rro".to_owned()));
         assert_eq!(
             s.linux.as_ref().unwrap().rootfs_propagation.as_deref(),
             Some("rslave")

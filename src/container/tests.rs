@@ -87,6 +87,7 @@ fn record(state: ContainerState) -> Container {
         resources: Default::default(),
         oom_killed: false,
         stop_signal: libc::SIGTERM,
+        user: None,
     }
 }
 

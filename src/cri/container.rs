@@ -11,8 +11,8 @@ use super::stats::{self, CpuRates};
 use crate::api::container::{ContainerFilter, ContainerOptions, ContainerStatus, ContainerSummary};
 use crate::domain::container::ContainerState;
 use crate::domain::container::{
-    ContainerConfig, ContainerDevice, ContainerMount, ContainerResources, HugepageLimit, Profile,
-    ProfileKind, Propagation, SecurityContext,
+    ContainerConfig, ContainerDevice, ContainerMount, ContainerResources, GroupsPolicy,
+    HugepageLimit, Profile, ProfileKind, Propagation, SecurityContext,
 };
 use crate::domain::id::Id;
 use crate::domain::ContainerId;
@@ -129,6 +129,7 @@ pub fn config_from_request(req: &cri::CreateContainerRequest) -> Result<Containe
             container_path: m.container_path.clone(),
             host_path: m.host_path.clone(),
             readonly: m.readonly,
+            recursive_read_only: m.recursive_read_only,
             propagation: propagation(i, m.propagation)?,
         });
     }
@@ -196,6 +197,21 @@ pub fn config_from_request(req: &cri::CreateContainerRequest) -> Result<Containe
                     })
                 })
                 .collect::<Result<_, _>>()?,
+            supplemental_groups_policy: match cri::SupplementalGroupsPolicy::try_from(
+                sc.supplemental_groups_policy,
+            ) {
+                Ok(cri::SupplementalGroupsPolicy::Merge) => GroupsPolicy::Merge,
+                Ok(cri::SupplementalGroupsPolicy::Strict) => GroupsPolicy::Strict,
+                Err(_) => {
+                    return Err(invalid(
+                        &format!("{SC}.supplemental_groups_policy"),
+                        format!(
+                            "{} is not a policy (Merge 0, Strict 1)",
+                            sc.supplemental_groups_policy
+                        ),
+                    ))
+                }
+            },
             readonly_rootfs: sc.readonly_rootfs,
             no_new_privs: sc.no_new_privs,
             masked_paths: paths(&sc.masked_paths),
@@ -373,17 +389,26 @@ pub fn container_status(s: &ContainerStatus) -> cri::ContainerStatus {
                 container_path: m.container_path.clone(),
                 host_path: m.host_path.clone(),
                 readonly: m.readonly,
+                recursive_read_only: m.recursive_read_only,
                 propagation: propagation(m.propagation),
                 ..Default::default()
             })
             .collect(),
         log_path: s.log_path.clone(),
+        // Empty groups: a container made before podscope recorded who it
+        // runs as (every known user has its gid among them).
+        user: (!s.supplemental_groups.is_empty()).then(|| cri::ContainerUser {
+            linux: Some(cri::LinuxContainerUser {
+                uid: s.uid.into(),
+                gid: s.gid.into(),
+                supplemental_groups: s.supplemental_groups.iter().map(|&g| g.into()).collect(),
+            }),
+        }),
         resources: Some(cri::ContainerResources {
             linux: Some(resources_to(&s.resources)),
             windows: None,
         }),
         image_id: s.image_id.clone(),
-        user: None,
         // The runtime's default: the image's STOPSIGNAL, else SIGTERM.
         stop_signal: cri::Signal::RuntimeDefault as i32,
     }

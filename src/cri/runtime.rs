@@ -7,7 +7,7 @@ use super::convert::{self, config_from_request};
 use super::daemon::Daemon;
 use super::errors::{is_already_exists, is_not_found, status_of};
 use super::stats::{self, CpuRates, PodRef};
-use crate::api::{CreateOptions, ListFilter, SandboxSummary};
+use crate::api::{CreateOptions, HandlerFeatures, ListFilter, SandboxSummary};
 use crate::domain::container::ContainerState;
 use crate::domain::id::Id;
 use crate::domain::{NetworkMode, SandboxConfig, SandboxId, State};
@@ -521,14 +521,26 @@ impl RuntimeService for RuntimeApi {
                     message: c.message,
                 })
                 .collect();
-            // "" is the default handler and always there.
-            let mut handlers = vec![String::new()];
-            handlers.extend(info.runtime_handlers);
-            handlers.dedup();
-            let features = cri::RuntimeHandlerFeatures {
-                recursive_read_only_mounts: false,
-                user_namespaces: false,
+            // "" is the default handler, with the default's features; the
+            // daemon lists the default first.
+            let handler = |name: String, f: &HandlerFeatures| cri::RuntimeHandler {
+                name,
+                features: Some(cri::RuntimeHandlerFeatures {
+                    recursive_read_only_mounts: f.recursive_read_only_mounts,
+                    user_namespaces: f.user_namespaces,
+                }),
             };
+            let mut handlers: Vec<cri::RuntimeHandler> = info
+                .handler_features
+                .first()
+                .map(|f| handler(String::new(), f))
+                .into_iter()
+                .collect();
+            handlers.extend(
+                info.handler_features
+                    .iter()
+                    .map(|f| handler(f.name.clone(), f)),
+            );
             let mut out_info = HashMap::new();
             if verbose {
                 out_info.insert("info".to_owned(), convert::dict_json(&raw));
@@ -537,15 +549,11 @@ impl RuntimeService for RuntimeApi {
             Ok(cri::StatusResponse {
                 status: Some(cri::RuntimeStatus { conditions }),
                 info: out_info,
-                runtime_handlers: handlers
-                    .into_iter()
-                    .map(|name| cri::RuntimeHandler {
-                        name,
-                        features: Some(features),
-                    })
-                    .collect(),
+                runtime_handlers: handlers,
                 features: Some(cri::RuntimeFeatures {
-                    supplemental_groups_policy: false,
+                    // Strict: the image's /etc/group is not read for
+                    // the user's groups (oci::user).
+                    supplemental_groups_policy: true,
                     user_namespaces_host_network: false,
                 }),
             })

@@ -88,6 +88,19 @@ impl Propagation {
     }
 }
 
+/// CRI's `SupplementalGroupsPolicy`: which groups besides the primary one
+/// a container's process gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupsPolicy {
+    /// The groups the image's /etc/group gives the user, then
+    /// `supplemental_groups` (the default).
+    #[default]
+    Merge,
+    /// `supplemental_groups` only: the image has no say.
+    Strict,
+}
+
 /// A seccomp or AppArmor profile choice, as CRI's `SecurityProfile`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -126,6 +139,8 @@ pub struct ContainerMount {
     pub container_path: String,
     pub host_path: String,
     pub readonly: bool,
+    /// `rro`: submounts read-only too (mount_setattr's AT_RECURSIVE).
+    pub recursive_read_only: bool,
     pub propagation: Propagation,
 }
 
@@ -240,6 +255,7 @@ pub struct SecurityContext {
     pub run_as_username: String,
     pub run_as_group: Option<u32>,
     pub supplemental_groups: Vec<u32>,
+    pub supplemental_groups_policy: GroupsPolicy,
     pub readonly_rootfs: bool,
     pub no_new_privs: bool,
     /// None: the runtime's defaults; an empty list: none.
@@ -432,6 +448,24 @@ impl ContainerConfig {
                 return Err(Error::invalid(
                     &format!("mounts[{i}].container_path"),
                     "a mount cannot replace the container's root",
+                ));
+            }
+            // As the CRI says: rro is a read-only mount's, and a mount
+            // that receives the host's new mounts would not keep them
+            // read-only.
+            if m.recursive_read_only && !m.readonly {
+                return Err(Error::invalid(
+                    &format!("mounts[{i}].recursive_read_only"),
+                    "a recursive read-only mount must be readonly",
+                ));
+            }
+            if m.recursive_read_only && m.propagation != Propagation::Private {
+                return Err(Error::invalid(
+                    &format!("mounts[{i}].recursive_read_only"),
+                    format!(
+                        "a recursive read-only mount needs private propagation, not {}",
+                        m.propagation.as_str()
+                    ),
                 ));
             }
             if m.propagation == Propagation::Bidirectional && !self.security.privileged {
@@ -649,6 +683,21 @@ pub struct Container {
     /// The signal Stop sends first (the image's StopSignal, else SIGTERM).
     #[serde(default = "default_stop_signal")]
     pub stop_signal: i32,
+    /// Who its process runs as, as resolved at Create (None in checkpoints
+    /// older than this field).
+    #[serde(default)]
+    pub user: Option<ContainerUser>,
+}
+
+/// The identity a container's process was given: CRI's
+/// `LinuxContainerUser`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerUser {
+    pub uid: u32,
+    pub gid: u32,
+    /// Every group the process has, `gid` among them, sorted (the spec's
+    /// `additionalGids`).
+    pub supplemental_groups: Vec<u32>,
 }
 
 fn default_stop_signal() -> i32 {
@@ -798,6 +847,28 @@ mod tests {
         c.mounts[0].propagation = Propagation::HostToContainer;
         c.validate().unwrap();
         assert_eq!(c.privileges(), vec!["host paths"]);
+    }
+
+    #[test]
+    fn a_recursive_read_only_mount_is_read_only_and_private() {
+        let mut c = good();
+        c.mounts = vec![ContainerMount {
+            container_path: "/data".into(),
+            host_path: "/srv".into(),
+            recursive_read_only: true,
+            ..Default::default()
+        }];
+        assert_eq!(
+            err_of(&c),
+            "mounts[0].recursive_read_only: a recursive read-only mount must be readonly"
+        );
+        c.mounts[0].readonly = true;
+        c.validate().unwrap();
+        c.mounts[0].propagation = Propagation::HostToContainer;
+        assert_eq!(
+            err_of(&c),
+            "mounts[0].recursive_read_only: a recursive read-only mount needs private propagation, not hosttocontainer"
+        );
     }
 
     #[test]

@@ -18,6 +18,9 @@ pub struct UserRequest {
     pub run_as_username: Option<String>,
     pub run_as_group: Option<u32>,
     pub supplemental_groups: Vec<u32>,
+    /// SupplementalGroupsPolicy Strict: the image's /etc/group gives no
+    /// groups.
+    pub strict_groups: bool,
     /// The image config's `User`, "" when it has none.
     pub image_user: String,
 }
@@ -262,7 +265,7 @@ pub fn resolve(
             additional_gids.push(g);
         }
     };
-    if let Some(name) = name {
+    if let Some(name) = name.filter(|_| !req.strict_groups) {
         groups
             .iter()
             // A group named after the user is its own group, not a
@@ -530,6 +533,23 @@ bad:x:zz:user1
         assert_eq!(r.gid, 1000);
         assert_eq!(r.additional_gids, [10, 50000, 1004, 5, 6]);
         assert_eq!(r.spec_additional_gids(), [5, 6, 10, 1000, 1004, 50000]);
+    }
+
+    #[test]
+    fn strict_groups_leave_the_images_memberships_out() {
+        let req = UserRequest {
+            run_as_user: Some(1000),
+            supplemental_groups: vec![1234],
+            strict_groups: true,
+            ..UserRequest::default()
+        };
+        let r = resolve(&req, Some(PASSWD), Some(GROUP)).unwrap();
+        assert_eq!(
+            (r.uid, r.gid),
+            (1000, 1000),
+            "the primary gid still from passwd"
+        );
+        assert_eq!(r.spec_additional_gids(), [1000, 1234]);
     }
 
     #[test]

@@ -270,15 +270,14 @@ crictl rmp --all --force >/dev/null
 # critest 1.36: 122 specs, 5 of them benchmarks. Skipped, by critest's
 # reason:
 #   - AppArmor (9 specs): this host has no AppArmor; a node with it runs them.
-#   - Not yet (12 specs: recursive read-only mounts 4, supplemental groups
-#     policy 2, user namespaces 6): features podscope does not advertise
-#     yet, so critest skips them. They are not passes; each goes from this
-#     list when its feature is advertised and its specs pass.
+#   - Not yet (6 specs: user namespaces): a feature the default handler
+#     does not advertise, so critest skips them. They are not passes.
+#   Recursive read-only mounts (4 specs) run: the default handler (Debian's
+#   crun 1.8.1, by its version) advertises them; so does the supplemental
+#   groups policy (2 specs).
 [[ -n ${CRITEST_1_36:-} ]] \
     || fail "CRITEST_1_36 is not set: critest 1.36 runs beside 1.29 (make conformance sets it)"
-critest_suite critest-1.36 "$CRITEST_1_36" 96 "$DIGEST_SPEC" 'AppArmor is disabled on this host
-runtime does not implement recursive readonly mounts
-The runtime does not support SupplementalGroupsPolicy feature
+critest_suite critest-1.36 "$CRITEST_1_36" 102 "$DIGEST_SPEC" 'AppArmor is disabled on this host
 no runtime handler found which supports user namespaces'
 # Specs that fail midway leave their pods, and a RunPodSandbox critest
 # sent just before it exited still completes (a client hanging up never

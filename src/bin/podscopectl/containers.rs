@@ -111,15 +111,17 @@ pub fn create_args(p: &Parsed) -> Result<CreateArgs, Fail> {
             }
             Opt::Mount => {
                 let parts: Vec<&str> = v.split(':').collect();
-                let (host, container, ro) = match parts.as_slice() {
-                    [h, c] => (*h, *c, false),
-                    [h, c, "ro"] => (*h, *c, true),
-                    _ => return Err(Fail(format!("{a}: {v:?} is not HOST:CONTAINER[:ro]"))),
+                let (host, container, ro, rro) = match parts.as_slice() {
+                    [h, c] => (*h, *c, false, false),
+                    [h, c, "ro"] => (*h, *c, true, false),
+                    [h, c, "rro"] => (*h, *c, true, true),
+                    _ => return Err(Fail(format!("{a}: {v:?} is not HOST:CONTAINER[:ro|:rro]"))),
                 };
                 o.mounts.push(Mount {
                     host_path: host.into(),
                     container_path: container.into(),
                     readonly: ro,
+                    recursive_read_only: rro,
                     propagation: Propagation::Private,
                 });
             }

@@ -191,7 +191,7 @@ const CONTAINER_VERBS: &[Command] = &[
             valued(Opt::Env, &["--env", "-e"], "K=V"),
             valued(Opt::Workdir, &["--workdir", "-w"], "DIR"),
             valued(Opt::User, &["--user", "-u"], "UID|NAME"),
-            valued(Opt::Mount, &["--mount"], "HOST:CONTAINER[:ro]"),
+            valued(Opt::Mount, &["--mount"], "HOST:CONTAINER[:ro|:rro]"),
             LABEL,
             valued(Opt::LogPath, &["--log-path"], "PATH"),
             flag(Opt::Privileged, &["--privileged"]),
