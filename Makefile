@@ -21,7 +21,8 @@
 #                   v2), podscope's .deb installed with apt, the node suite
 #   make demo       a pod created, inspected with systemctl/busctl, stopped, removed;
 #                   a container; crictl; kubelet running a static pod
-#   make bench      the performance table
+#   make bench      the performance table (BENCH= names sections, e.g.
+#                   BENCH=kubelet-1.36; default all; see podscope-bench's main)
 #   make deb        target/deb/podscope_*.deb (packaging/debian), lintian-checked
 #   make rpm        target/rpm/RPMS/*/podscope-*.rpm (packaging/rpm/podscope.spec)
 #   make dist       target/podscope-VERSION.tar.gz, the committed tree (the
@@ -256,10 +257,13 @@ demo: deps build
 	CRICTL="$(wildcard $(CRICTL))" KUBELET="$(wildcard $(KUBELET))" tests/harness/harness.sh run tests/harness/demo.sh
 
 # The failpoints row kills a podscoped built with the `failpoints` feature
-# (never installed; the same build the integration tests use).
+# (never installed; the same build the integration tests use). The kubelet
+# section runs kubelet 1.26 (on containerd 1.6) and 1.36 (on containerd 2.3).
+BENCH ?=
 bench: deps build
 	$(need_cri_tools)
 	$(need_kubelet)
+	$(call unxz_tool,KUBELET_1_36_XZ,$(K8S_1_36)/kubelet)
 	@for f in containerd containerd-shim-runc-v2; do \
 	  test -f "$(CONTAINERD_2_3_XZ)/$$f.xz" || { \
 	    echo "$@: $(CONTAINERD_2_3_XZ)/$$f.xz not found (set CONTAINERD_2_3_XZ=...)" >&2; exit 1; }; \
@@ -267,7 +271,8 @@ bench: deps build
 	  chmod 0755 $(CONTAINERD_2_3)/$$f || exit 1; done
 	$(CARGO) build --locked --features harness-tests,failpoints --bin podscoped
 	FAILPOINT_DAEMON=$(abspath target/debug/podscoped) CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" KUBELET="$(KUBELET)" \
-	  tests/harness/harness.sh run env CONTAINERD_2_3=$(CONTAINERD_2_3) $(RELEASE)/podscope-bench
+	  KUBELET_1_36="$(K8S_1_36)/kubelet" \
+	  tests/harness/harness.sh run env CONTAINERD_2_3=$(CONTAINERD_2_3) $(RELEASE)/podscope-bench $(BENCH)
 
 # Binary packages, built from packaging/ into target/deb and target/rpm.
 # They package the binaries `make build` made: dpkg-buildpackage and

@@ -1,4 +1,4 @@
-//! A real kubelet (Kubernetes 1.26, standalone) as `make e2e` and the
+//! A real kubelet (Kubernetes 1.26 or 1.36, standalone) as `make e2e` and the
 //! bench's kubelet section drive it: started and stopped as a unit of the
 //! harness's systemd by `tests/e2e/kubelet.sh`, fed static pods through
 //! its manifest directory, and read through its own read-only endpoints
@@ -47,6 +47,18 @@ impl Kubelet {
     /// ("" for none); returns once it answers.
     pub fn start(endpoint: &str, feature_gates: &str) -> Kubelet {
         script("start", &[endpoint], &[("FEATURE_GATES", feature_gates)]);
+        Kubelet::attach()
+    }
+
+    /// [`Kubelet::start`] with the kubelet binary at `kubelet` rather than
+    /// the one KUBELET names: a caller that runs several generations in
+    /// one process names each without changing its own environment.
+    pub fn start_binary(kubelet: &str, endpoint: &str, feature_gates: &str) -> Kubelet {
+        script(
+            "start",
+            &[endpoint],
+            &[("KUBELET", kubelet), ("FEATURE_GATES", feature_gates)],
+        );
         Kubelet::attach()
     }
 

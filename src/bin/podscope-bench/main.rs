@@ -201,8 +201,10 @@ async fn main() {
     // crash, abuse, failpoints, images, alive, throughput, streaming
     // (exec, attach and port-forward against containerd's), containers
     // (also named anchor: podscope's container figures with crun and runc
-    // against containerd's, all taken in this run), kubelet (a real
-    // kubelet driving containerd, then podscope), fullnode (110 pods x 4
+    // against containerd's, all taken in this run), kubelet (real
+    // kubelets driving containerd, then podscope: kubelet-1.26 on
+    // containerd 1.6 and kubelet-1.36 on containerd 2.3, each also a
+    // section of its own), fullnode (110 pods x 4
     // containers created and drained on containerd 1.6, 2.3 and podscope).
     let only: Vec<String> = std::env::args().skip(1).collect();
     if only.first().map(String::as_str) == Some("as-caller") {
@@ -216,8 +218,12 @@ async fn main() {
     remove_all(&m).await;
     // First, on a node no other section has used: kubelet's figures are
     // kubelet's and the runtimes' alone.
-    if run("kubelet") {
-        kubelet::run(&mut t).await;
+    let kubelets: Vec<&kubelet::Generation> = kubelet::GENERATIONS
+        .iter()
+        .filter(|g| run("kubelet") || run(&format!("kubelet-{}", g.version)))
+        .collect();
+    if !kubelets.is_empty() {
+        kubelet::run(&mut t, &kubelets).await;
     }
     if run("latency") {
         latency(&m, &mut t).await;
