@@ -179,6 +179,41 @@ impl HostNs {
             .map_err(|e| Error::io(format!("mount the overlay at {}", target.display()), e))
     }
 
+    /// A read-only overlay of `lowers` (at least two; no upper directory)
+    /// at `target`: an image volume.
+    pub async fn mount_overlay_readonly(
+        &self,
+        lower_base: &Path,
+        lowers: &[String],
+        target: &Path,
+    ) -> Result<()> {
+        let data = format!("lowerdir={}", lowers.join(":"));
+        if data.len() >= 4096 {
+            return Err(Error::invalid(
+                "image",
+                format!(
+                    "{} layers make overlay options of {} bytes, more than a page",
+                    lowers.len(),
+                    data.len()
+                ),
+            ));
+        }
+        let op = Op::Mount {
+            source: cstr("overlay")?,
+            target: cpath(target)?,
+            fstype: cstr("overlay")?,
+            flags: libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+            data: Some(cstr(&data)?),
+            cwd: Some(cpath(lower_base)?),
+        };
+        self.run(vec![op]).await.map(drop).map_err(|e| {
+            Error::io(
+                format!("mount the read-only overlay at {}", target.display()),
+                e,
+            )
+        })
+    }
+
     /// A tmpfs at `target` (a pod's /dev/shm).
     pub async fn mount_tmpfs(&self, target: &Path, options: &str) -> Result<()> {
         let op = Op::Mount {

@@ -23,6 +23,10 @@ pub struct Mount {
     /// and private propagation, and a handler that can.
     pub recursive_read_only: bool,
     pub propagation: Propagation,
+    /// An image volume: the image (name or id) in place of `host_path`,
+    /// and the directory of it to mount ("" for its root).
+    pub image: String,
+    pub image_sub_path: String,
 }
 
 impl From<dc::ContainerMount> for Mount {
@@ -33,6 +37,8 @@ impl From<dc::ContainerMount> for Mount {
             readonly: m.readonly,
             recursive_read_only: m.recursive_read_only,
             propagation: m.propagation,
+            image: m.image,
+            image_sub_path: m.image_sub_path,
         }
     }
 }
@@ -45,6 +51,8 @@ impl From<Mount> for dc::ContainerMount {
             readonly: m.readonly,
             recursive_read_only: m.recursive_read_only,
             propagation: m.propagation,
+            image: m.image,
+            image_sub_path: m.image_sub_path,
         }
     }
 }
@@ -483,6 +491,7 @@ mod tests {
                 readonly: true,
                 recursive_read_only: true,
                 propagation: Propagation::HostToContainer,
+                ..Default::default()
             }],
             resources: Resources {
                 memory_limit_in_bytes: 1 << 26,

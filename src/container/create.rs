@@ -90,7 +90,29 @@ impl<S: SystemdClient + Clone> Containers<S> {
             .status(&config.image)
             .map_err(|e| e.context(ctx("image")))?;
         let layers: Vec<Digest> = image.layers.iter().map(|l| l.chain_id.clone()).collect();
-        self.images.hold_layers(id.as_str(), layers.clone());
+        // Image volumes' images, held with the container's own.
+        let mut volumes = Vec::new();
+        let mut held = layers.clone();
+        for (i, m) in config.mounts.iter().enumerate() {
+            if m.image.is_empty() {
+                continue;
+            }
+            let v = self.images.status(&m.image).map_err(|e| {
+                Error::new(
+                    e.kind(),
+                    format!("mounts[{i}].image: {e} (an image volume's image is pulled first)"),
+                )
+                .context(ctx("image volume"))
+            })?;
+            let v_layers: Vec<Digest> = v.layers.iter().map(|l| l.chain_id.clone()).collect();
+            held.extend(v_layers.iter().cloned());
+            volumes.push(crate::domain::container::ImageVolume {
+                mount: i,
+                image_id: v.id.to_string(),
+                layers: v_layers.iter().map(|l| l.to_string()).collect(),
+            });
+        }
+        self.images.hold_layers(id.as_str(), held.clone());
         let mut undo = Undo {
             c: self,
             id: id.clone(),
@@ -98,7 +120,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             dir: false,
             armed: true,
         };
-        if let Some(gone) = layers.iter().find(|l| !self.images.store.has_layer(l)) {
+        if let Some(gone) = held.iter().find(|l| !self.images.store.has_layer(l)) {
             return Err(Error::not_found(format!(
                 "{}: layer {gone} of image {} was removed while the container was being made",
                 ctx("image"),
@@ -215,6 +237,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             devices,
             oom_score_floor: self.oom_score_floor,
             cgroup_v2: self.cgroup_v2,
+            volumes: rootfs::Dirs::of(&self.bundle(&id)).volumes,
         })
         .map_err(|e| e.context(ctx("OCI spec")))?;
         let json = serde_json::to_vec_pretty(&oci).expect("a spec serialises");
@@ -261,6 +284,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             oom_killed: false,
             stop_signal,
             user: Some(user_record),
+            volumes,
             config,
         };
         self.store

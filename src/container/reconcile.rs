@@ -64,6 +64,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             let layers = record
                 .layers
                 .iter()
+                .chain(record.volumes.iter().flat_map(|v| &v.layers))
                 .filter_map(|l| crate::image::reference::Digest::parse(l).ok())
                 .collect();
             self.images.hold_layers(record.id.as_str(), layers);

@@ -12,6 +12,7 @@
 //! fits a page of mount options (what overlayfs on Debian 12's 6.1 kernel
 //! takes; `lowerdir+=`, which lifts the limit, came with 6.8).
 
+use crate::domain::container::{ContainerMount, ImageVolume};
 use crate::error::{Error, IoResultExt, Result};
 use crate::hostns::HostNs;
 use crate::image::reference::Digest;
@@ -24,6 +25,8 @@ pub struct Dirs {
     pub rootfs: PathBuf,
     pub upper: PathBuf,
     pub work: PathBuf,
+    /// Image volumes: the i-th mount's image at `volumes/<i>`.
+    pub volumes: PathBuf,
 }
 
 impl Dirs {
@@ -33,6 +36,7 @@ impl Dirs {
             rootfs: bundle.join(super::spec::ROOTFS),
             upper: bundle.join("upper"),
             work: bundle.join("work"),
+            volumes: bundle.join("volumes"),
         }
     }
 
@@ -55,14 +59,81 @@ impl Dirs {
     /// Whether something is mounted on the root (its device differs from
     /// the bundle's).
     pub fn is_mounted(&self) -> bool {
-        match (
-            std::fs::metadata(&self.bundle),
-            std::fs::metadata(&self.rootfs),
-        ) {
-            (Ok(b), Ok(r)) => b.dev() != r.dev(),
-            _ => false,
+        mounted_on(&self.bundle, &self.rootfs)
+    }
+}
+
+/// Whether `dir`'s device differs from `base`'s: something is mounted there.
+fn mounted_on(base: &Path, dir: &Path) -> bool {
+    match (std::fs::metadata(base), std::fs::metadata(dir)) {
+        (Ok(b), Ok(r)) => b.dev() != r.dev(),
+        _ => false,
+    }
+}
+
+/// Mount each image volume read-only at `volumes/<mount>`, and check that
+/// its sub path is a directory of the image reached through no symlink (a
+/// link would be followed on the host when the runtime binds it).
+pub async fn mount_volumes(
+    hostns: &HostNs,
+    store: &ImageStore,
+    volumes: &[ImageVolume],
+    mounts: &[ContainerMount],
+    dirs: &Dirs,
+) -> Result<()> {
+    for v in volumes {
+        let dir = dirs.volumes.join(v.mount.to_string());
+        let field = format!("mounts[{}]", v.mount);
+        if !mounted_on(&dirs.bundle, &dir) {
+            std::fs::create_dir_all(&dir).io_context(format!("create {}", dir.display()))?;
+            let mut lowers = Vec::with_capacity(v.layers.len() + 1);
+            for l in v.layers.iter().rev() {
+                lowers.push(store.short_link(&Digest::parse(l)?)?);
+            }
+            // An overlay with no upper directory (read-only) needs two
+            // lower ones.
+            if lowers.len() < 2 {
+                let empty = dirs.volumes.join("empty");
+                std::fs::create_dir_all(&empty)
+                    .io_context(format!("create {}", empty.display()))?;
+                lowers.push(empty.display().to_string());
+            }
+            hostns
+                .mount_overlay_readonly(&store.links_dir(), &lowers, &dir)
+                .await
+                .map_err(|e| e.context(format!("{field}: image volume {}", v.image_id)))?;
+        }
+        let sub = mounts
+            .get(v.mount)
+            .map_or("", |m| m.image_sub_path.as_str());
+        let mut at = dir.clone();
+        for part in Path::new(sub).components() {
+            at.push(part);
+            let meta = std::fs::symlink_metadata(&at);
+            match meta {
+                Ok(m) if m.file_type().is_symlink() => {
+                    return Err(Error::invalid(
+                        &format!("{field}.image_sub_path"),
+                        format!("{sub:?} crosses a symbolic link in image {}", v.image_id),
+                    ))
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    return Err(Error::invalid(
+                        &format!("{field}.image_sub_path"),
+                        format!("{sub:?} is not in image {}", v.image_id),
+                    ))
+                }
+            }
+        }
+        if !at.is_dir() {
+            return Err(Error::invalid(
+                &format!("{field}.image_sub_path"),
+                format!("{sub:?} is not a directory in image {}", v.image_id),
+            ));
         }
     }
+    Ok(())
 }
 
 /// Mount the overlay of `layers` (bottom first, as the image lists them)
@@ -98,6 +169,14 @@ pub async fn mount(
 }
 
 pub async fn unmount(hostns: &HostNs, dirs: &Dirs) -> Result<()> {
+    // The image volumes first: each an overlay of its own.
+    if let Ok(entries) = std::fs::read_dir(&dirs.volumes) {
+        for e in entries.flatten() {
+            if mounted_on(&dirs.bundle, &e.path()) {
+                hostns.unmount(&e.path()).await?;
+            }
+        }
+    }
     hostns.unmount(&dirs.rootfs).await?;
     if dirs.is_mounted() {
         return Err(Error::internal(format!(

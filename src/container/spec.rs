@@ -69,6 +69,9 @@ pub struct Input<'a> {
     /// The node's cgroups are v2: a non-privileged container gets a
     /// cgroup namespace of its own.
     pub cgroup_v2: bool,
+    /// Where the image volumes are mounted (`rootfs::Dirs::volumes`): the
+    /// i-th mount's at `<volumes>/<i>`.
+    pub volumes: std::path::PathBuf,
 }
 
 /// The argv: CRI's command and args merged with the image's Entrypoint and
@@ -211,7 +214,23 @@ pub fn build(input: &Input<'_>) -> Result<Spec> {
     }
     let mut rootfs_propagation = None;
     let mut cri_mounts: Vec<Mount> = Vec::new();
-    for m in &c.mounts {
+    for (i, m) in c.mounts.iter().enumerate() {
+        if !m.image.is_empty() {
+            // An image volume: read-only and nothing in it runs, as
+            // Kubernetes says of them.
+            let dir = input.volumes.join(i.to_string()).join(&m.image_sub_path);
+            let mut mount = bind(
+                &m.container_path,
+                &dir.display().to_string(),
+                true,
+                "rprivate",
+            );
+            mount
+                .options
+                .extend(["nosuid", "nodev", "noexec"].map(String::from));
+            cri_mounts.push(mount);
+            continue;
+        }
         let propagation = match m.propagation {
             Propagation::Private => "rprivate",
             Propagation::HostToContainer => {
@@ -524,6 +543,7 @@ mod tests {
             devices: vec![],
             oom_score_floor: None,
             cgroup_v2: false,
+            volumes: "/bundle/volumes".into(),
         }
     }
 
@@ -735,6 +755,35 @@ mod tests {
         assert_eq!(
             s.linux.as_ref().unwrap().rootfs_propagation.as_deref(),
             Some("rslave")
+        );
+    }
+
+    #[test]
+    fn an_image_volume_binds_its_mount_read_only_and_noexec() {
+        let (mut c, img, p) = (config(), image(), pod());
+        c.mounts = vec![
+            ContainerMount {
+                container_path: "/logs".into(),
+                host_path: "/srv/logs".into(),
+                ..Default::default()
+            },
+            ContainerMount {
+                container_path: "/models".into(),
+                image: "registry.local/models:1".into(),
+                image_sub_path: "v2".into(),
+                ..Default::default()
+            },
+        ];
+        let s = build(&input(&c, &img, &p)).unwrap();
+        let m = s
+            .mounts
+            .iter()
+            .find(|m| m.destination == "/models")
+            .unwrap();
+        assert_eq!(m.source.as_deref(), Some("/bundle/volumes/1/v2"));
+        assert_eq!(
+            m.options,
+            ["rbind", "rprivate", "ro", "nosuid", "nodev", "noexec"]
         );
     }
 

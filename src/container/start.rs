@@ -289,12 +289,17 @@ impl<S: SystemdClient + Clone> Containers<S> {
                     self.ensure_pod_shm(sb).await
                 }
             }),
-            timed(rootfs::mount(
-                &self.hostns,
-                &self.images.store,
-                &layers,
-                &dirs
-            )),
+            timed(async {
+                rootfs::mount(&self.hostns, &self.images.store, &layers, &dirs).await?;
+                rootfs::mount_volumes(
+                    &self.hostns,
+                    &self.images.store,
+                    &c.volumes,
+                    &c.config.mounts,
+                    &dirs,
+                )
+                .await
+            }),
             timed(oom::watch(&self.hostns, self.oom_layout, &cgroup_path)),
             timed(async {
                 match cpuacct_root {

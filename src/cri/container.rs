@@ -131,6 +131,12 @@ pub fn config_from_request(req: &cri::CreateContainerRequest) -> Result<Containe
             readonly: m.readonly,
             recursive_read_only: m.recursive_read_only,
             propagation: propagation(i, m.propagation)?,
+            image: m
+                .image
+                .as_ref()
+                .map(|i| i.image.clone())
+                .unwrap_or_default(),
+            image_sub_path: m.image_sub_path.clone(),
         });
     }
     let paths = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
@@ -391,6 +397,11 @@ pub fn container_status(s: &ContainerStatus) -> cri::ContainerStatus {
                 readonly: m.readonly,
                 recursive_read_only: m.recursive_read_only,
                 propagation: propagation(m.propagation),
+                image: (!m.image.is_empty()).then(|| cri::ImageSpec {
+                    image: m.image.clone(),
+                    ..Default::default()
+                }),
+                image_sub_path: m.image_sub_path.clone(),
                 ..Default::default()
             })
             .collect(),

@@ -141,6 +141,10 @@ pub struct ContainerMount {
     pub readonly: bool,
     /// `rro`: submounts read-only too (mount_setattr's AT_RECURSIVE).
     pub recursive_read_only: bool,
+    /// An image volume: the image (a name or id in the store) mounted
+    /// read-only in place of a host path, or its `image_sub_path`.
+    pub image: String,
+    pub image_sub_path: String,
     pub propagation: Propagation,
 }
 
@@ -340,13 +344,13 @@ pub fn check_abs_path(field: &str, p: &str) -> Result<()> {
 }
 
 /// A relative path that stays below its base (the log path under the pod's
-/// log directory).
-fn check_rel_path(field: &str, p: &str) -> Result<()> {
+/// log directory, a sub path in an image volume).
+fn check_rel_path(field: &str, p: &str, base: &str) -> Result<()> {
     check_text(field, p, PATH_MAX, false)?;
     if p.starts_with('/') {
         return Err(Error::invalid(
             field,
-            format!("{p:?} must be relative to the pod's log directory"),
+            format!("{p:?} must be relative to {base}"),
         ));
     }
     if p.split('/').any(|c| c == "..") {
@@ -443,7 +447,33 @@ impl ContainerConfig {
         }
         for (i, m) in self.mounts.iter().enumerate() {
             check_abs_path(&format!("mounts[{i}].container_path"), &m.container_path)?;
-            check_abs_path(&format!("mounts[{i}].host_path"), &m.host_path)?;
+            if m.image.is_empty() {
+                check_abs_path(&format!("mounts[{i}].host_path"), &m.host_path)?;
+                if !m.image_sub_path.is_empty() {
+                    return Err(Error::invalid(
+                        &format!("mounts[{i}].image_sub_path"),
+                        "a sub path is an image volume's: this mount names no image",
+                    ));
+                }
+            } else {
+                check_text(&format!("mounts[{i}].image"), &m.image, PATH_MAX, false)?;
+                if !m.host_path.is_empty() {
+                    return Err(Error::invalid(
+                        &format!("mounts[{i}].host_path"),
+                        format!(
+                            "a mount is of a host path or of an image, not both (image {:?})",
+                            m.image
+                        ),
+                    ));
+                }
+                if !m.image_sub_path.is_empty() {
+                    check_rel_path(
+                        &format!("mounts[{i}].image_sub_path"),
+                        &m.image_sub_path,
+                        "the image's root",
+                    )?;
+                }
+            }
             if m.container_path == "/" {
                 return Err(Error::invalid(
                     &format!("mounts[{i}].container_path"),
@@ -516,7 +546,7 @@ impl ContainerConfig {
             ANNOTATIONS_MAX,
             ANNOTATIONS_TOTAL_MAX,
         )?;
-        check_rel_path("log_path", &self.log_path)?;
+        check_rel_path("log_path", &self.log_path, "the pod's log directory")?;
         if self.stdin_once && !self.stdin {
             return Err(Error::invalid("stdin_once", "needs stdin"));
         }
@@ -687,6 +717,20 @@ pub struct Container {
     /// older than this field).
     #[serde(default)]
     pub user: Option<ContainerUser>,
+    /// Its image volumes' images, resolved at Create (their layers are
+    /// held with its own).
+    #[serde(default)]
+    pub volumes: Vec<ImageVolume>,
+}
+
+/// An image mounted read-only as a volume (CRI's `Mount.image`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageVolume {
+    /// Its place in `config.mounts`.
+    pub mount: usize,
+    pub image_id: String,
+    /// Its layers (chain ids), bottom first.
+    pub layers: Vec<String>,
 }
 
 /// The identity a container's process was given: CRI's
@@ -847,6 +891,33 @@ mod tests {
         c.mounts[0].propagation = Propagation::HostToContainer;
         c.validate().unwrap();
         assert_eq!(c.privileges(), vec!["host paths"]);
+    }
+
+    #[test]
+    fn an_image_volume_names_an_image_not_a_host_path() {
+        let mut c = good();
+        c.mounts = vec![ContainerMount {
+            container_path: "/data".into(),
+            image: "registry.local/data:1".into(),
+            image_sub_path: "srv/www".into(),
+            ..Default::default()
+        }];
+        c.validate().unwrap();
+        c.mounts[0].image_sub_path = "../../etc".into();
+        assert_eq!(
+            err_of(&c),
+            "mounts[0].image_sub_path: \"../../etc\" contains \"..\""
+        );
+        c.mounts[0].image_sub_path = "/srv".into();
+        assert!(err_of(&c).contains("must be relative to the image's root"));
+        c.mounts[0].image_sub_path = String::new();
+        c.mounts[0].host_path = "/srv".into();
+        assert!(
+            err_of(&c).starts_with("mounts[0].host_path: a mount is of a host path or of an image")
+        );
+        c.mounts[0].image = String::new();
+        c.mounts[0].image_sub_path = "x".into();
+        assert!(err_of(&c).starts_with("mounts[0].image_sub_path: a sub path is an image volume's"));
     }
 
     #[test]

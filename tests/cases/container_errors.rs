@@ -334,3 +334,78 @@ async fn runtime_state_a_killed_exec_stop_post_left_is_deleted_at_remove() {
     })
     .await;
 }
+
+/// An image volume's image must be in the store (kubelet pulls it first):
+/// NotFound naming the mount, nothing made.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_volume_of_a_missing_image_is_not_found() {
+    let _cleanup = Cleanup::new();
+    let (m, _c) = manager().await;
+    pull_busybox(&m).await;
+    let (pod, _) = log_pod(&m, "ctr-e-imgvol", "").await;
+    let o = ContainerOptions {
+        mounts: vec![Mount {
+            container_path: "/vol".into(),
+            image: "registry.example/not/here:1".into(),
+            ..Default::default()
+        }],
+        ..sh_cmd("true")
+    };
+    create_fails(&m, &pod, BUSYBOX, o, ErrorKind::NotFound, "mounts[0].image").await;
+    m.remove(&pod).await.unwrap();
+}
+
+/// An image volume on crun and runc: the image's directory read-only at
+/// its place; a sub path the image lacks fails the start naming it, and
+/// leaves nothing mounted.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_volume_is_the_images_directory_read_only_and_a_missing_sub_path_is_named() {
+    let _cleanup = Cleanup::new();
+    let (m, _c) = manager().await;
+    pull_busybox(&m).await;
+    let volume = |sub: &str| ContainerOptions {
+        mounts: vec![Mount {
+            container_path: "/vol".into(),
+            image: BUSYBOX.into(),
+            image_sub_path: sub.into(),
+            ..Default::default()
+        }],
+        ..sh_cmd("sleep 600")
+    };
+    for handler in ["crun", "runc"] {
+        let (pod, _) = log_pod(&m, &format!("ctr-e-imgvol-{handler}"), handler).await;
+        let (id, _) = m
+            .create_container(&pod, "vol", 0, BUSYBOX, &volume("etc"))
+            .await
+            .unwrap();
+        m.start_container(&id).await.unwrap();
+        let sh = |script: &str| vec!["/bin/sh".to_owned(), "-c".into(), script.into()];
+        let r = m
+            .exec_sync(&id, &sh("head -n1 /vol/passwd && touch /vol/x"), 10_000)
+            .await
+            .unwrap();
+        let (out, err) = (
+            String::from_utf8_lossy(&r.stdout),
+            String::from_utf8_lossy(&r.stderr),
+        );
+        assert!(out.starts_with("root:"), "{handler}: {out} {err}");
+        assert!(
+            r.exit_code != 0 && err.contains("Read-only file system"),
+            "{handler}: {} {err}",
+            r.exit_code
+        );
+        let (bad, _) = m
+            .create_container(&pod, "nosub", 0, BUSYBOX, &volume("not/in/it"))
+            .await
+            .unwrap();
+        start_fails(
+            &m,
+            &bad,
+            &[ErrorKind::InvalidArgument],
+            "mounts[0].image_sub_path: \"not/in/it\" is not in image",
+            Duration::from_secs(10),
+        )
+        .await;
+        m.remove(&pod).await.unwrap();
+    }
+}

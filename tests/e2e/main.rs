@@ -193,6 +193,24 @@ fn edit(version: &str) -> Value {
 }
 
 /// A pod whose manifest is removed.
+/// An image volume (GA in 1.36): the test image's /etc, read-only, at
+/// /vol in a container of the same image.
+fn imgvol() -> Value {
+    let mut p = pod(
+        "imgvol",
+        1,
+        json!([{
+            "name": "main",
+            "image": IMAGE,
+            "command": ["sleep", "100000"],
+            "volumeMounts": [{ "name": "img", "mountPath": "/vol", "subPath": "etc" }],
+        }]),
+    );
+    p["spec"]["volumes"] =
+        json!([{ "name": "img", "image": { "reference": IMAGE, "pullPolicy": "IfNotPresent" } }]);
+    p
+}
+
 fn gone() -> Value {
     pod(
         "gone",
@@ -367,6 +385,10 @@ async fn scenario(generation: &str) {
     k.write_manifest("edit", &edit("1"));
     k.write_manifest("gone", &gone());
     k.write_manifest("hostnet", &hostnet());
+    let image_volumes = generation != "1.26";
+    if image_volumes {
+        k.write_manifest("imgvol", &imgvol());
+    }
 
     let limit = Duration::from_secs(90);
     k.wait_pod("web", limit, "ready", |p| p.is_some_and(|p| p.ready()))
@@ -390,6 +412,9 @@ async fn scenario(generation: &str) {
     check_stats(&k, t0).await;
     check_edit(&k, &m, &edit_old, t0).await;
     check_gone_stopped(&k, &m, &gone.sandbox, t0).await;
+    if image_volumes {
+        check_image_volume(&k, &m, t0).await;
+    }
 
     // podscoped restarted under running pods: kubelet restarts nothing.
     let watched = ["web", "logger", "edit"];
@@ -445,11 +470,14 @@ async fn scenario(generation: &str) {
 
     // Every manifest removed: every pod stops, and nothing of them is
     // left once they are removed.
-    let all_pods = ["web", "crash", "oom", "logger", "edit", "hostnet"];
-    for name in all_pods {
+    let mut all_pods = vec!["web", "crash", "oom", "logger", "edit", "hostnet"];
+    if image_volumes {
+        all_pods.push("imgvol");
+    }
+    for name in &all_pods {
         k.remove_manifest(name);
     }
-    for name in all_pods {
+    for name in all_pods.iter().copied() {
         k.wait_pod(name, limit, "gone from kubelet", |p| p.is_none())
             .await;
     }
@@ -932,6 +960,53 @@ async fn check_gone_stopped(k: &Kubelet, m: &Client, sb: &SandboxStatus, t0: Ins
 
 /// A container that exits non-zero: restarted with back-off; restart
 /// count and last exit code in the pod status.
+/// The image volume: the image's /etc (its sub path) at /vol, read-only
+/// and noexec, an overlay of the image's layers on the node, gone with the
+/// container.
+async fn check_image_volume(k: &Kubelet, m: &Client, t0: Instant) {
+    let p = k
+        .wait_pod("imgvol", Duration::from_secs(90), "running", |p| {
+            p.is_some_and(|p| p.running())
+        })
+        .await
+        .0
+        .unwrap();
+    let id = p.container("main").unwrap().id().unwrap().to_owned();
+    let (rc, out) = exec(&id, "head -n1 /vol/passwd");
+    assert!(rc == 0 && out.starts_with("root:"), "{rc} {out}");
+    let (rc, out) = exec(&id, "touch /vol/x");
+    assert!(
+        rc != 0 && out.contains("Read-only file system"),
+        "{rc} {out}"
+    );
+    let (rc, out) = exec(&id, "grep \" /vol \" /proc/mounts");
+    assert!(
+        rc == 0 && out.contains("noexec") && out.contains("ro,"),
+        "{rc} {out}"
+    );
+    let status = m.container_status(&id).await.unwrap();
+    let mount = status
+        .mounts
+        .iter()
+        .find(|mt| mt.container_path == "/vol")
+        .unwrap_or_else(|| panic!("no /vol in {:#?}", status.mounts));
+    assert!(
+        !mount.image.is_empty() && mount.host_path.is_empty() && mount.image_sub_path == "etc",
+        "{mount:#?}"
+    );
+    let on_node = sh(&format!(
+        "findmnt -n -o FSTYPE,OPTIONS /var/lib/podscope/containers/{id}/volumes/0"
+    ));
+    assert!(
+        on_node.starts_with("overlay") && on_node.contains("ro,"),
+        "{on_node}"
+    );
+    ok!(
+        t0,
+        "imgvol: an image volume (sub path etc) read-only and noexec at /vol, a read-only overlay of the image on the node"
+    );
+}
+
 async fn check_crash(k: &Kubelet, t0: Instant) {
     let p = k
         .wait_pod(

@@ -123,6 +123,7 @@ pub fn create_args(p: &Parsed) -> Result<CreateArgs, Fail> {
                     readonly: ro,
                     recursive_read_only: rro,
                     propagation: Propagation::Private,
+                    ..Default::default()
                 });
             }
             Opt::User => match v.parse::<u32>() {
