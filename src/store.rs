@@ -150,6 +150,11 @@ impl<T: Checkpoint> Store<T> {
         })
     }
 
+    /// The directory of every record's directory.
+    pub fn records_dir(&self) -> &Path {
+        &self.records
+    }
+
     pub fn dir_of(&self, id: &T::Id) -> PathBuf {
         self.records.join(id.as_str())
     }

@@ -134,6 +134,11 @@ pub struct ImageFsInfo {
     pub used_bytes: u64,
     pub inodes_used: u64,
     pub images: u32,
+    /// The containers' writable layers: where they are, their bytes and
+    /// inodes.
+    pub containers_mountpoint: String,
+    pub containers_used_bytes: u64,
+    pub containers_inodes_used: u64,
     /// Unix time in nanoseconds of the reading.
     pub timestamp: u64,
 }

@@ -155,11 +155,15 @@ impl ImagesObject {
     async fn fs_info(&self) -> Result<ImageFsInfo, BusError> {
         let images = &self.service.images;
         let u = images.fs_usage().await?;
+        let (dir, bytes, inodes) = self.service.containers.writable_usage().await;
         Ok(ImageFsInfo {
             mountpoint: u.mountpoint,
             used_bytes: u.used_bytes,
             inodes_used: u.inodes_used,
             images: images.store.len() as u32,
+            containers_mountpoint: dir.display().to_string(),
+            containers_used_bytes: bytes,
+            containers_inodes_used: inodes,
             timestamp: now_ns(),
         })
     }

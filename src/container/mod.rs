@@ -303,6 +303,26 @@ impl<S: SystemdClient + Clone> Containers<S> {
         })
     }
 
+    /// The containers' writable layers: the directory their bundles are in,
+    /// and the bytes and inodes of every upper directory (ImageFsInfo's
+    /// container filesystem).
+    pub async fn writable_usage(&self) -> (PathBuf, u64, u64) {
+        let uppers: Vec<PathBuf> = self
+            .list(&ListFilter::default())
+            .iter()
+            .map(|e| rootfs::Dirs::of(&self.bundle(&e.id)).upper)
+            .collect();
+        let sum = tokio::task::spawn_blocking(move || {
+            uppers
+                .iter()
+                .filter_map(|u| crate::image::store::usage_of(u).ok())
+                .fold((0, 0), |(b, i), (bb, ii)| (b + bb, i + ii))
+        })
+        .await
+        .unwrap_or((0, 0));
+        (self.store.records_dir().to_owned(), sum.0, sum.1)
+    }
+
     /// The bundle: the container's directory under the state dir.
     fn bundle(&self, id: &ContainerId) -> PathBuf {
         self.store.dir_of(id)

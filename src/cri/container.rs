@@ -505,7 +505,9 @@ pub fn stats_of(
             used_bytes: u64v(bytes),
             inodes_used: u64v(inodes),
         }),
-        swap: None,
+        swap: sample
+            .as_ref()
+            .and_then(|x| stats::swap_usage(x, timestamp)),
     }
 }
 

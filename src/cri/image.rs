@@ -188,9 +188,24 @@ impl ImageService for ImageApi {
                 value: i.inodes_used,
             }),
         };
+        // The containers' writable layers (their upper directories): on
+        // the same filesystem as the images unless the state and image
+        // directories are apart, which kubelet then sees as a split disk.
+        let containers = cri::FilesystemUsage {
+            timestamp: usage.timestamp,
+            fs_id: Some(cri::FilesystemIdentifier {
+                mountpoint: i.containers_mountpoint,
+            }),
+            used_bytes: Some(cri::UInt64Value {
+                value: i.containers_used_bytes,
+            }),
+            inodes_used: Some(cri::UInt64Value {
+                value: i.containers_inodes_used,
+            }),
+        };
         Ok(Response::new(cri::ImageFsInfoResponse {
             image_filesystems: vec![usage],
-            container_filesystems: Vec::new(),
+            container_filesystems: vec![containers],
         }))
     }
 

@@ -31,6 +31,9 @@ pub struct CgroupSample {
     pub major_page_faults: u64,
     pub processes: u64,
     pub pressure: pressure::Pressure,
+    /// Swap in use, and its limit (None: none), where the kernel accounts
+    /// it (v2's memory.swap.*, v1's memsw less memory).
+    pub swap: Option<(u64, Option<u64>)>,
 }
 
 impl CgroupSample {
@@ -94,6 +97,25 @@ impl Hierarchy for Mounts {
     }
 }
 
+/// v2's `memory.swap.current` and `memory.swap.max` ("max": no limit;
+/// kubelet's NoSwap writes 0). None where swap is not accounted.
+fn v2_swap(dir: &Path) -> Option<(u64, Option<u64>)> {
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+    let usage = read("memory.swap.current")?.trim().parse().ok()?;
+    let limit = read("memory.swap.max").and_then(|m| m.trim().parse().ok());
+    Some((usage, limit))
+}
+
+/// The CRI's swap figures: in use, and what is left under the limit.
+pub fn swap_usage(s: &CgroupSample, timestamp: i64) -> Option<cri::SwapUsage> {
+    let (usage, limit) = s.swap?;
+    Some(cri::SwapUsage {
+        timestamp,
+        swap_usage_bytes: u64v(usage),
+        swap_available_bytes: limit.and_then(|l| u64v(l.saturating_sub(usage))),
+    })
+}
+
 /// Read the control group at `path` (below the hierarchy's root, as the
 /// daemon reports it); None when it is gone.
 pub fn read_cgroup(mounts: &Mounts, path: &str) -> Option<CgroupSample> {
@@ -143,6 +165,21 @@ pub fn read_cgroup(mounts: &Mounts, path: &str) -> Option<CgroupSample> {
         s.memory_limit = u64::try_from(m.limit_in_bytes)
             .ok()
             .filter(|&l| l > 0 && l < (1 << 62));
+        s.swap = if cg.v2() {
+            v2_swap(&unified)
+        } else {
+            // memsw counts memory and swap together; absent (0) without
+            // swap accounting.
+            let sw = mem.memswap();
+            (sw.usage_in_bytes > 0).then(|| {
+                let limit = u64::try_from(sw.limit_in_bytes)
+                    .ok()
+                    .filter(|&l| l > 0 && l < (1 << 62))
+                    .zip(s.memory_limit)
+                    .map(|(both, mem)| both.saturating_sub(mem));
+                (sw.usage_in_bytes.saturating_sub(s.memory_usage), limit)
+            })
+        };
     }
     if let Some(pids) = cg.controller_of::<PidController>() {
         s.processes = pids.get_pid_current().unwrap_or(0);
@@ -281,6 +318,25 @@ pub fn linux_stats(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn swap_on_v2_reads_usage_and_limit() {
+        let dir = crate::store::tests::TempDir::new();
+        assert_eq!(v2_swap(&dir.0), None, "not accounted");
+        std::fs::write(dir.0.join("memory.swap.current"), "4096\n").unwrap();
+        std::fs::write(dir.0.join("memory.swap.max"), "max\n").unwrap();
+        assert_eq!(v2_swap(&dir.0), Some((4096, None)));
+        // kubelet's NoSwap.
+        std::fs::write(dir.0.join("memory.swap.max"), "0\n").unwrap();
+        assert_eq!(v2_swap(&dir.0), Some((4096, Some(0))));
+        let s = CgroupSample {
+            swap: Some((4096, Some(1 << 20))),
+            ..Default::default()
+        };
+        let u = swap_usage(&s, 7).unwrap();
+        assert_eq!(u.swap_usage_bytes.unwrap().value, 4096);
+        assert_eq!(u.swap_available_bytes.unwrap().value, (1 << 20) - 4096);
+    }
 
     #[test]
     fn net_dev_is_parsed() {

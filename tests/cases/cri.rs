@@ -241,6 +241,13 @@ async fn cri_runtime_answers_version_status_config_and_image_fs() {
         "{used} vs du {du}"
     );
     assert!(u.inodes_used.unwrap().value >= 2);
+    // The containers' writable layers, beside the images.
+    let c = &fs.container_filesystems[0];
+    assert_eq!(
+        c.fs_id.as_ref().unwrap().mountpoint,
+        "/var/lib/podscope/containers"
+    );
+    assert!(c.used_bytes.is_some() && c.inodes_used.is_some(), "{c:?}");
     img.remove_image(cri::RemoveImageRequest {
         image: Some(cri::ImageSpec {
             image: "busybox".into(),
