@@ -134,8 +134,8 @@ pub struct ImageFsInfo {
     pub used_bytes: u64,
     pub inodes_used: u64,
     pub images: u32,
-    /// The containers' writable layers: where they are, their bytes and
-    /// inodes.
+    /// The containers' writable layers: where they are (`mountpoint` when
+    /// on the images' filesystem), their bytes and inodes.
     pub containers_mountpoint: String,
     pub containers_used_bytes: u64,
     pub containers_inodes_used: u64,

@@ -148,6 +148,28 @@ async fn run(settings: Settings) -> podscope::Result<()> {
         ],
     );
 
+    // Each handler's features, probed now (the runtime binaries run once
+    // each) rather than at the first RuntimeStatus kubelet sends: what the
+    // node can do is in the journal from the start, and the probe's
+    // one-time memory is in the idle daemon's figure.
+    let runtimes = service.pods.settings.runtimes.clone();
+    tokio::spawn(async move {
+        for (name, h) in &runtimes {
+            let f = podscope::container::features::of(name, h).await;
+            info!(
+                runtime_handler = name.as_str(),
+                "runtime handler {name}: recursive read-only mounts {}, user namespaces {}{}",
+                f.recursive_read_only_mounts,
+                f.user_namespaces,
+                if f.why_not.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", f.why_not.join("; "))
+                }
+            );
+        }
+    });
+
     // Watchdog keep-alive at half the interval, and a fresh STATUS line.
     let watchdog = daemon::watchdog_enabled(false);
     let tick = watchdog

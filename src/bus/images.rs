@@ -156,12 +156,28 @@ impl ImagesObject {
         let images = &self.service.images;
         let u = images.fs_usage().await?;
         let (dir, bytes, inodes) = self.service.containers.writable_usage().await;
+        // kubelet compares the two mountpoints as strings: different ones
+        // are a split disk to it (its eviction then refuses to run without
+        // KubeletSeparateDiskGC). So the images' own, as containerd
+        // answers, unless the containers are on another filesystem.
+        let same_fs = |a: &str, b: &std::path::Path| {
+            use std::os::unix::fs::MetadataExt;
+            match (std::fs::metadata(a), std::fs::metadata(b)) {
+                (Ok(x), Ok(y)) => x.dev() == y.dev(),
+                _ => true,
+            }
+        };
+        let containers_mountpoint = if same_fs(&u.mountpoint, &dir) {
+            u.mountpoint.clone()
+        } else {
+            dir.display().to_string()
+        };
         Ok(ImageFsInfo {
             mountpoint: u.mountpoint,
             used_bytes: u.used_bytes,
             inodes_used: u.inodes_used,
             images: images.store.len() as u32,
-            containers_mountpoint: dir.display().to_string(),
+            containers_mountpoint,
             containers_used_bytes: bytes,
             containers_inodes_used: inodes,
             timestamp: now_ns(),

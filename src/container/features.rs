@@ -165,26 +165,32 @@ async fn ask(h: &RuntimeHandler, arg: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Asks the binary (no cache).
-async fn probe(name: &str, h: &RuntimeHandler) -> HandlerFeatures {
+/// Asks the binary (no cache); None when it answered neither question
+/// (a timeout under load, say: asked again next time).
+async fn probe(name: &str, h: &RuntimeHandler) -> Option<HandlerFeatures> {
     let kind = h.kind().expect("settings check the kind");
     let says = match ask(h, "features")
         .await
         .and_then(|j| from_features(name, &j))
     {
         Some(s) => s,
-        None => match ask(h, "--version").await {
-            Some(v) => from_version(name, kind, &v),
-            None => RuntimeSays {
-                why_not: vec![format!(
-                    "{name}: {} answers neither features nor --version",
-                    h.path.display()
-                )],
-                ..Default::default()
-            },
-        },
+        None => from_version(name, kind, &ask(h, "--version").await?),
     };
-    combine(says, kernel())
+    Some(podscope_can(combine(says, kernel())))
+}
+
+/// What podscope itself does not do yet, whatever the runtime and the
+/// kernel could: pods' user namespaces (kubelet would send hostUsers:
+/// false pods that RunPodSandbox then refuses).
+fn podscope_can(mut f: HandlerFeatures) -> HandlerFeatures {
+    if f.user_namespaces {
+        f.user_namespaces = false;
+        f.why_not.push(
+            "user namespaces: the runtime and the kernel could, but podscope does not make pods' user namespaces yet"
+                .to_owned(),
+        );
+    }
+    f
 }
 
 type Stamp = (PathBuf, u64, Option<SystemTime>);
@@ -207,9 +213,19 @@ pub async fn of(name: &str, h: &RuntimeHandler) -> HandlerFeatures {
     if let Some(f) = cache().lock().unwrap().get(&stamp) {
         return f.clone();
     }
-    let f = probe(name, h).await;
-    cache().lock().unwrap().insert(stamp, f.clone());
-    f
+    match probe(name, h).await {
+        Some(f) => {
+            cache().lock().unwrap().insert(stamp, f.clone());
+            f
+        }
+        None => HandlerFeatures {
+            why_not: vec![format!(
+                "{name}: {} answered neither features nor --version (asked again next time)",
+                h.path.display()
+            )],
+            ..Default::default()
+        },
+    }
 }
 
 #[cfg(test)]
@@ -270,6 +286,22 @@ mod tests {
         assert!(f.why_not[0].contains("kernel 6.1"), "{:?}", f.why_not);
         let f = combine(both, Some((5, 10)));
         assert!(!f.recursive_read_only_mounts && !f.user_namespaces);
+    }
+
+    #[test]
+    fn user_namespaces_wait_for_podscope() {
+        let both = RuntimeSays {
+            rro: true,
+            userns: true,
+            why_not: vec![],
+        };
+        let f = podscope_can(combine(both, Some((6, 18))));
+        assert!(f.recursive_read_only_mounts && !f.user_namespaces);
+        assert!(
+            f.why_not[0].contains("podscope does not"),
+            "{:?}",
+            f.why_not
+        );
     }
 
     #[test]

@@ -91,9 +91,9 @@ pub async fn mount_volumes(
                 lowers.push(store.short_link(&Digest::parse(l)?)?);
             }
             // An overlay with no upper directory (read-only) needs two
-            // lower ones.
-            if lowers.len() < 2 {
-                let empty = dirs.volumes.join("empty");
+            // lower ones: empty ones for an image of one layer or none.
+            for n in lowers.len()..2 {
+                let empty = dirs.volumes.join(format!("empty{n}"));
                 std::fs::create_dir_all(&empty)
                     .io_context(format!("create {}", empty.display()))?;
                 lowers.push(empty.display().to_string());

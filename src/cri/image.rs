@@ -188,9 +188,10 @@ impl ImageService for ImageApi {
                 value: i.inodes_used,
             }),
         };
-        // The containers' writable layers (their upper directories): on
-        // the same filesystem as the images unless the state and image
-        // directories are apart, which kubelet then sees as a split disk.
+        // The containers' writable layers (their upper directories),
+        // named by the images' mountpoint when on the same filesystem
+        // (the daemon decides): kubelet sees a split disk only where there
+        // is one.
         let containers = cri::FilesystemUsage {
             timestamp: usage.timestamp,
             fs_id: Some(cri::FilesystemIdentifier {

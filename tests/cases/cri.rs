@@ -241,11 +241,12 @@ async fn cri_runtime_answers_version_status_config_and_image_fs() {
         "{used} vs du {du}"
     );
     assert!(u.inodes_used.unwrap().value >= 2);
-    // The containers' writable layers, beside the images.
+    // The containers' writable layers, on the images' filesystem: the
+    // same mountpoint, or kubelet would take it for a split disk.
     let c = &fs.container_filesystems[0];
     assert_eq!(
         c.fs_id.as_ref().unwrap().mountpoint,
-        "/var/lib/podscope/containers"
+        "/var/lib/podscope/images"
     );
     assert!(c.used_bytes.is_some() && c.inodes_used.is_some(), "{c:?}");
     img.remove_image(cri::RemoveImageRequest {
