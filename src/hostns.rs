@@ -155,28 +155,9 @@ impl HostNs {
             upper.display(),
             work.display()
         );
-        if data.len() >= 4096 {
-            return Err(Error::invalid(
-                "image",
-                format!(
-                    "{} layers make overlay options of {} bytes, more than a page",
-                    lowers.len(),
-                    data.len()
-                ),
-            ));
-        }
-        let op = Op::Mount {
-            source: cstr("overlay")?,
-            target: cpath(target)?,
-            fstype: cstr("overlay")?,
-            flags: 0,
-            data: Some(cstr(&data)?),
-            cwd: Some(cpath(lower_base)?),
-        };
-        self.run(vec![op])
+        let what = format!("mount the overlay at {}", target.display());
+        self.overlay(lower_base, lowers.len(), &data, 0, target, what)
             .await
-            .map(drop)
-            .map_err(|e| Error::io(format!("mount the overlay at {}", target.display()), e))
     }
 
     /// A read-only overlay of `lowers` (at least two; no upper directory)
@@ -188,12 +169,28 @@ impl HostNs {
         target: &Path,
     ) -> Result<()> {
         let data = format!("lowerdir={}", lowers.join(":"));
+        let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
+        let what = format!("mount the read-only overlay at {}", target.display());
+        self.overlay(lower_base, lowers.len(), &data, flags, target, what)
+            .await
+    }
+
+    /// One overlay mount with these options, which must fit a page; a
+    /// failure is `what`'s.
+    async fn overlay(
+        &self,
+        lower_base: &Path,
+        layers: usize,
+        data: &str,
+        flags: libc::c_ulong,
+        target: &Path,
+        what: String,
+    ) -> Result<()> {
         if data.len() >= 4096 {
             return Err(Error::invalid(
                 "image",
                 format!(
-                    "{} layers make overlay options of {} bytes, more than a page",
-                    lowers.len(),
+                    "{layers} layers make overlay options of {} bytes, more than a page",
                     data.len()
                 ),
             ));
@@ -202,16 +199,14 @@ impl HostNs {
             source: cstr("overlay")?,
             target: cpath(target)?,
             fstype: cstr("overlay")?,
-            flags: libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
-            data: Some(cstr(&data)?),
+            flags,
+            data: Some(cstr(data)?),
             cwd: Some(cpath(lower_base)?),
         };
-        self.run(vec![op]).await.map(drop).map_err(|e| {
-            Error::io(
-                format!("mount the read-only overlay at {}", target.display()),
-                e,
-            )
-        })
+        self.run(vec![op])
+            .await
+            .map(drop)
+            .map_err(|e| Error::io(what, e))
     }
 
     /// A tmpfs at `target` (a pod's /dev/shm).
