@@ -22,7 +22,7 @@ use crate::settings::{RuntimeHandler, RuntimeKind};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// A `features` or `--version` that takes longer is taken as no answer.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -146,9 +146,20 @@ fn kernel() -> Option<(u32, u32)> {
         .and_then(|s| major_minor(s.trim()))
 }
 
-/// Runs `<runtime> <arg>`: its stdout if it exits 0 in time.
-async fn ask(h: &RuntimeHandler, arg: &str) -> Option<String> {
-    let out = tokio::time::timeout(
+/// What a runtime said to one question.
+enum Answer {
+    /// Exited 0: its stdout.
+    Said(String),
+    /// Exited non-zero (crun 1.8.1 to `features`): ask something else.
+    Refused,
+    /// Could not run, or did not finish in time: a runtime that hangs on
+    /// one question is not asked another.
+    Silent,
+}
+
+/// Runs `<runtime> <arg>`; killed at the timeout.
+async fn ask(h: &RuntimeHandler, arg: &str) -> Answer {
+    let run = tokio::time::timeout(
         PROBE_TIMEOUT,
         tokio::process::Command::new(&h.path)
             .arg(arg)
@@ -157,26 +168,35 @@ async fn ask(h: &RuntimeHandler, arg: &str) -> Option<String> {
             .kill_on_drop(true)
             .output(),
     )
-    .await
-    .ok()?
-    .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    .await;
+    match run {
+        Ok(Ok(out)) if out.status.success() => {
+            Answer::Said(String::from_utf8_lossy(&out.stdout).into_owned())
+        }
+        Ok(Ok(_)) => Answer::Refused,
+        _ => Answer::Silent,
+    }
 }
 
-/// Asks the binary (no cache); None when it answered neither question
-/// (a timeout under load, say: asked again next time).
+/// Asks the binary (no cache); None when it answered neither question.
 async fn probe(name: &str, h: &RuntimeHandler) -> Option<HandlerFeatures> {
     let kind = h.kind().expect("settings check the kind");
-    let says = match ask(h, "features")
-        .await
-        .and_then(|j| from_features(name, &j))
-    {
-        Some(s) => s,
-        None => from_version(name, kind, &ask(h, "--version").await?),
+    let says = match ask(h, "features").await {
+        Answer::Said(json) => match from_features(name, &json) {
+            Some(s) => s,
+            None => from_version(name, kind, &said(ask(h, "--version").await)?),
+        },
+        Answer::Refused => from_version(name, kind, &said(ask(h, "--version").await)?),
+        Answer::Silent => return None,
     };
     Some(podscope_can(combine(says, kernel())))
+}
+
+fn said(a: Answer) -> Option<String> {
+    match a {
+        Answer::Said(s) => Some(s),
+        Answer::Refused | Answer::Silent => None,
+    }
 }
 
 /// What podscope itself does not do yet, whatever the runtime and the
@@ -195,9 +215,31 @@ fn podscope_can(mut f: HandlerFeatures) -> HandlerFeatures {
 
 type Stamp = (PathBuf, u64, Option<SystemTime>);
 
-fn cache() -> &'static Mutex<HashMap<Stamp, HandlerFeatures>> {
-    static CACHE: OnceLock<Mutex<HashMap<Stamp, HandlerFeatures>>> = OnceLock::new();
+/// A probe's result: an answer is kept while the binary is the same; no
+/// answer (a timeout under load, say) only for a while, so that a
+/// RuntimeStatus does not wait on a hung runtime each time it is asked.
+enum Probed {
+    Answered(HandlerFeatures),
+    NoAnswer { until: Instant },
+}
+
+/// How long no answer is remembered before the binary is asked again.
+const NO_ANSWER_KEPT: Duration = Duration::from_secs(60);
+
+fn cache() -> &'static Mutex<HashMap<Stamp, Probed>> {
+    static CACHE: OnceLock<Mutex<HashMap<Stamp, Probed>>> = OnceLock::new();
     CACHE.get_or_init(Default::default)
+}
+
+fn no_answer(name: &str, h: &RuntimeHandler) -> HandlerFeatures {
+    HandlerFeatures {
+        why_not: vec![format!(
+            "{name}: {} answered neither features nor --version in {} s (asked again within a minute)",
+            h.path.display(),
+            PROBE_TIMEOUT.as_secs()
+        )],
+        ..Default::default()
+    }
 }
 
 /// The handler's features, probed once per binary. A binary that is not
@@ -210,21 +252,27 @@ pub async fn of(name: &str, h: &RuntimeHandler) -> HandlerFeatures {
         };
     };
     let stamp = (h.path.clone(), meta.len(), meta.modified().ok());
-    if let Some(f) = cache().lock().unwrap().get(&stamp) {
-        return f.clone();
+    match cache().lock().unwrap().get(&stamp) {
+        Some(Probed::Answered(f)) => return f.clone(),
+        Some(Probed::NoAnswer { until }) if Instant::now() < *until => return no_answer(name, h),
+        _ => {}
     }
     match probe(name, h).await {
         Some(f) => {
-            cache().lock().unwrap().insert(stamp, f.clone());
+            cache()
+                .lock()
+                .unwrap()
+                .insert(stamp, Probed::Answered(f.clone()));
             f
         }
-        None => HandlerFeatures {
-            why_not: vec![format!(
-                "{name}: {} answered neither features nor --version (asked again next time)",
-                h.path.display()
-            )],
-            ..Default::default()
-        },
+        None => {
+            let until = Instant::now() + NO_ANSWER_KEPT;
+            cache()
+                .lock()
+                .unwrap()
+                .insert(stamp, Probed::NoAnswer { until });
+            no_answer(name, h)
+        }
     }
 }
 
@@ -310,5 +358,36 @@ mod tests {
         assert_eq!(major_minor("1.1.5+ds1"), Some((1, 1)));
         assert_eq!(major_minor("1.27"), Some((1, 27)));
         assert_eq!(major_minor("x"), None);
+    }
+
+    /// A runtime that answers neither question is asked again only after
+    /// a while: every RuntimeStatus would wait on it otherwise.
+    #[tokio::test]
+    async fn no_answer_is_remembered_for_a_while() {
+        let dir = std::env::temp_dir().join(format!("podscope-features-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("crun");
+        let count = dir.join("asked");
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\necho >> {}\nexit 1\n", count.display()),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let h = RuntimeHandler {
+            path: script.clone(),
+            kind: None,
+            root: PathBuf::new(),
+        };
+        let first = of("mute", &h).await;
+        let second = of("mute", &h).await;
+        let asked = std::fs::read_to_string(&count).unwrap().lines().count();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(!first.recursive_read_only_mounts && !first.user_namespaces);
+        assert!(first.why_not[0].contains("answered neither"), "{first:?}");
+        assert_eq!(first, second);
+        // features, then --version; not again for the second call.
+        assert_eq!(asked, 2);
     }
 }

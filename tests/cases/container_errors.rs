@@ -252,7 +252,14 @@ async fn a_runtime_handler_whose_binary_is_missing_is_named() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_runtime_that_hangs_fails_the_start_within_the_start_timeout_leaving_no_unit() {
     let _cleanup = Cleanup::new();
-    let config = script_runtime("hang", "#!/bin/sh\nexec sleep 600\n", 3000);
+    // It answers podscoped's feature probe (`features`, `--version`) at
+    // once, as a runtime stuck on one container does; only what runs the
+    // container hangs.
+    let config = script_runtime(
+        "hang",
+        "#!/bin/sh\ncase \"$1\" in features|--version) exit 1 ;; esac\nexec sleep 600\n",
+        3000,
+    );
     with_config(&config, || async {
         let (m, _c) = manager().await;
         pull_busybox(&m).await;
