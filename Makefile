@@ -11,7 +11,8 @@
 #   make fuzz       the property-based fuzzers, long (FUZZ_CASES=)
 #   make conformance  crictl and critest 1.29 and 1.36 (CRICTL=, CRITEST=,
 #                   CRITEST_1_36_XZ=) against the installed podscope-cri,
-#                   in the harness
+#                   in the harness; critest 1.36's user namespace specs
+#                   again on the handler crun-userns (CRUN_1_27_XZ=)
 #   make e2e        real kubelets, 1.26 and 1.36 (KUBELET=, KUBELET_1_36_XZ=),
 #                   run static pods on podscope, in the harness
 #   make load       a full node: 110 pods x 4 containers created and drained
@@ -68,6 +69,11 @@ define unxz_tool
 	if [ ! -x "$(2)" ] || [ "$(2)" -ot "$($(1))" ]; then mkdir -p "$(dir $(2))" && \
 	  xz -dc "$($(1))" > "$(2).part" && chmod 0755 "$(2).part" && mv "$(2).part" "$(2)"; fi
 endef
+# crun 1.27.1 (built for Debian 12), xz-packed: the harness's runtime
+# handler crun-userns (Debian's crun 1.8.1 stays the default) for make
+# conformance and integration; unpacked into target/tools/crun-1.27.
+CRUN_1_27_XZ ?= $(abspath ../shared/tools/crun-1.27/crun.xz)
+CRUN_1_27 := $(abspath target/tools/crun-1.27/crun)
 # containerd 2.3.4 (with its runc shim), xz-packed, for make bench's
 # full-node rows beside Debian's containerd 1.6; unpacked into target/.
 CONTAINERD_2_3_XZ ?= $(abspath ../shared/tools/containerd-2.3)
@@ -183,10 +189,13 @@ fuzz: deps
 	FUZZ_CASES=$(FUZZ_CASES) $(TIMED) fuzz $(CARGO) test --locked --release --lib fuzz::
 
 # Integration tests run inside a private systemd with the project installed
-# by `make install`, exactly as a packager would.
+# by `make install`, exactly as a packager would (crun 1.27 as the handler
+# crun-userns beside the defaults).
 integration: deps build
 	$(need_cri_tools)
-	CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" $(TIMED) integration tests/harness/run-integration.sh
+	$(call unxz_tool,CRUN_1_27_XZ,$(CRUN_1_27))
+	CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" CRUN_1_27="$(CRUN_1_27)" $(TIMED) integration \
+	  tests/harness/run-integration.sh
 
 # Each suite's time (timed.sh) again at the end, then the total, also when
 # one fails (target/check-times.txt keeps them).
@@ -197,13 +206,15 @@ check:
 	  lint unit fuzz-short integration packaging conformance e2e load node; rc=$$?; \
 	  echo "make check: time per suite" >&2; cat $(CHECK_TIMES) >&2; exit $$rc'
 
-# crictl and critest against podscope-cri as installed, in the harness: a
-# missing tool fails here, before anything boots.
+# crictl and critest against podscope-cri as installed, in the harness
+# (crun 1.27 as the handler crun-userns): a missing tool fails here, before
+# anything boots.
 conformance: deps build
 	$(need_cri_tools)
 	$(call unxz_tool,CRITEST_1_36_XZ,$(K8S_1_36)/critest)
-	CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" CRITEST_1_36="$(K8S_1_36)/critest" $(TIMED) conformance \
-	  tests/harness/harness.sh run tests/conformance/conformance.sh
+	$(call unxz_tool,CRUN_1_27_XZ,$(CRUN_1_27))
+	CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" CRITEST_1_36="$(K8S_1_36)/critest" CRUN_1_27="$(CRUN_1_27)" \
+	  $(TIMED) conformance tests/harness/harness.sh run tests/conformance/conformance.sh
 
 # A real kubelet, standalone, drives podscope through static pods in the
 # harness (tests/e2e): a missing kubelet fails here, before anything boots.

@@ -29,6 +29,7 @@
 //! it), and nothing more than the daemon already has.
 
 use crate::error::{Error, Result};
+use crate::idmap::MappedUserNs;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -81,7 +82,32 @@ enum Op {
         path: CString,
         data: Vec<u8>,
     },
+    /// An idmapped copy of the mount at `source` (a clone of its tree,
+    /// `open_tree`), its ids mapped through the user namespace `userns`
+    /// (`mount_setattr`), attached at `target` (`move_mount`).
+    IdmapBind {
+        source: CString,
+        target: CString,
+        userns: RawFd,
+    },
+    /// Detach what is mounted at the directory `target` (nothing is fine)
+    /// and remove it (gone is fine).
+    Release {
+        target: CString,
+    },
 }
+
+/// The kernel's `struct mount_attr` (mount_setattr(2)).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 
 /// One Mkdir per component of `dir`, outermost first.
 fn mkdirs(dir: &Path) -> Result<Vec<Op>> {
@@ -140,7 +166,8 @@ impl HostNs {
 
     /// An overlay of `lowers` (relative to `lower_base`, topmost first)
     /// under `upper`, mounted at `target`. Relative lower directories keep
-    /// the options within a page for stacks of hundreds of layers.
+    /// the options within a page for stacks of hundreds of layers. With
+    /// `idmap`, the lowers are idmapped first (below).
     pub async fn mount_overlay(
         &self,
         lower_base: &Path,
@@ -148,15 +175,11 @@ impl HostNs {
         upper: &Path,
         work: &Path,
         target: &Path,
+        idmap: Option<&MappedUserNs>,
     ) -> Result<()> {
-        let data = format!(
-            "lowerdir={},upperdir={},workdir={}",
-            lowers.join(":"),
-            upper.display(),
-            work.display()
-        );
+        let rest = format!(",upperdir={},workdir={}", upper.display(), work.display());
         let what = format!("mount the overlay at {}", target.display());
-        self.overlay(lower_base, lowers.len(), &data, 0, target, what)
+        self.overlay(lower_base, lowers, &rest, 0, target, idmap, what)
             .await
     }
 
@@ -167,46 +190,112 @@ impl HostNs {
         lower_base: &Path,
         lowers: &[String],
         target: &Path,
+        idmap: Option<&MappedUserNs>,
     ) -> Result<()> {
-        let data = format!("lowerdir={}", lowers.join(":"));
         let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
         let what = format!("mount the read-only overlay at {}", target.display());
-        self.overlay(lower_base, lowers.len(), &data, flags, target, what)
+        self.overlay(lower_base, lowers, "", flags, target, idmap, what)
             .await
     }
 
-    /// One overlay mount with these options, which must fit a page; a
-    /// failure is `what`'s.
+    /// One overlay mount of `lowers` with the `rest` of its options, which
+    /// must fit a page; a failure is `what`'s.
+    ///
+    /// With `idmap` (a pod with a user namespace of its own), each lower
+    /// is first an idmapped bind at `<target>.lower/<n>` and the overlay
+    /// is made of those: overlayfs cannot itself be idmapped, but takes
+    /// idmapped layers (5.19), so the pod's root sees the image's files
+    /// as its own while the layers, shared with other pods, stay as they
+    /// are. The binds are detached once the overlay holds them (it keeps
+    /// private copies), in the same child.
+    #[allow(clippy::too_many_arguments)]
     async fn overlay(
         &self,
         lower_base: &Path,
-        layers: usize,
-        data: &str,
+        lowers: &[String],
+        rest: &str,
         flags: libc::c_ulong,
         target: &Path,
+        idmap: Option<&MappedUserNs>,
         what: String,
     ) -> Result<()> {
+        let scratch = {
+            let mut s = target.as_os_str().to_owned();
+            s.push(".lower");
+            PathBuf::from(s)
+        };
+        let (cwd, names) = match idmap {
+            None => (lower_base.to_path_buf(), lowers.to_vec()),
+            Some(_) => (
+                scratch.clone(),
+                (0..lowers.len()).map(|n| n.to_string()).collect(),
+            ),
+        };
+        let data = format!("lowerdir={}{rest}", names.join(":"));
         if data.len() >= 4096 {
             return Err(Error::invalid(
                 "image",
                 format!(
-                    "{layers} layers make overlay options of {} bytes, more than a page",
+                    "{} layers make overlay options of {} bytes, more than a page",
+                    lowers.len(),
                     data.len()
                 ),
             ));
         }
-        let op = Op::Mount {
+        let mount = Op::Mount {
             source: cstr("overlay")?,
             target: cpath(target)?,
             fstype: cstr("overlay")?,
             flags,
-            data: Some(cstr(data)?),
-            cwd: Some(cpath(lower_base)?),
+            data: Some(cstr(&data)?),
+            cwd: Some(cpath(&cwd)?),
         };
-        self.run(vec![op])
-            .await
-            .map(drop)
-            .map_err(|e| Error::io(what, e))
+        let Some(ns) = idmap else {
+            return self
+                .run(vec![mount])
+                .await
+                .map(drop)
+                .map_err(|e| Error::io(what, e));
+        };
+        let release = || -> Result<Vec<Op>> {
+            let mut ops = (0..lowers.len())
+                .map(|n| {
+                    Ok(Op::Release {
+                        target: cpath(&scratch.join(n.to_string()))?,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            ops.push(Op::Rmdir {
+                path: cpath(&scratch)?,
+            });
+            Ok(ops)
+        };
+        let mut ops = vec![Op::Mkdir {
+            path: cpath(&scratch)?,
+            mode: 0o700,
+        }];
+        for (n, l) in lowers.iter().enumerate() {
+            let at = scratch.join(n.to_string());
+            ops.push(Op::Mkdir {
+                path: cpath(&at)?,
+                mode: 0o700,
+            });
+            ops.push(Op::IdmapBind {
+                source: cpath(&lower_base.join(l))?,
+                target: cpath(&at)?,
+                userns: ns.as_raw_fd(),
+            });
+        }
+        ops.push(mount);
+        ops.extend(release()?);
+        match self.run(ops).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                // Whatever step failed, no idmapped bind is left behind.
+                let _ = self.run(release()?).await;
+                Err(Error::io(format!("{what} (of idmapped layers)"), e))
+            }
+        }
     }
 
     /// A tmpfs at `target` (a pod's /dev/shm).
@@ -471,6 +560,63 @@ fn do_op(op: &Op) -> std::result::Result<Option<RawFd>, i32> {
                 }
                 Ok(None)
             }
+            Op::IdmapBind {
+                source,
+                target,
+                userns,
+            } => {
+                let tree = libc::syscall(
+                    libc::SYS_open_tree,
+                    libc::AT_FDCWD,
+                    source.as_ptr(),
+                    OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint,
+                ) as libc::c_int;
+                if tree < 0 {
+                    return Err(errno());
+                }
+                let attr = MountAttr {
+                    attr_set: MOUNT_ATTR_IDMAP,
+                    attr_clr: 0,
+                    propagation: 0,
+                    userns_fd: *userns as u64,
+                };
+                let empty = c"".as_ptr();
+                let mut r = libc::syscall(
+                    libc::SYS_mount_setattr,
+                    tree,
+                    empty,
+                    libc::AT_EMPTY_PATH,
+                    &attr as *const MountAttr,
+                    std::mem::size_of::<MountAttr>(),
+                );
+                if r == 0 {
+                    r = libc::syscall(
+                        libc::SYS_move_mount,
+                        tree,
+                        empty,
+                        libc::AT_FDCWD,
+                        target.as_ptr(),
+                        MOVE_MOUNT_F_EMPTY_PATH,
+                    );
+                }
+                let e = errno();
+                libc::close(tree);
+                if r != 0 {
+                    return Err(e);
+                }
+                Ok(None)
+            }
+            Op::Release { target } => {
+                if libc::umount2(target.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) != 0
+                    && !matches!(errno(), libc::EINVAL | libc::ENOENT)
+                {
+                    return Err(errno());
+                }
+                if libc::rmdir(target.as_ptr()) != 0 && errno() != libc::ENOENT {
+                    return Err(errno());
+                }
+                Ok(None)
+            }
             Op::Write { path, data } => {
                 let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
                 if fd < 0 {
@@ -606,13 +752,13 @@ const CHILD_STACK: usize = 64 * 1024;
 
 /// The child's stack, mapped with a guard page below it (as posix_spawn
 /// does), so an overflow faults instead of writing over the daemon's heap.
-struct ChildStack {
+pub(crate) struct ChildStack {
     base: *mut libc::c_void,
     len: usize,
 }
 
 impl ChildStack {
-    fn new() -> io::Result<Self> {
+    pub(crate) fn new() -> io::Result<Self> {
         // SAFETY: a fresh private mapping, its lowest page made
         // inaccessible; unmapped on drop.
         unsafe {
@@ -638,7 +784,7 @@ impl ChildStack {
     }
 
     /// The top, 16-aligned as the ABI wants (the stack grows down).
-    fn top(&self) -> *mut libc::c_void {
+    pub(crate) fn top(&self) -> *mut libc::c_void {
         ((self.base as usize + self.len) & !15) as *mut libc::c_void
     }
 }

@@ -15,6 +15,7 @@ pub mod failpoint;
 #[cfg(test)]
 mod fuzz;
 pub mod hostns;
+pub mod idmap;
 pub mod image;
 pub mod logging;
 pub mod oci;

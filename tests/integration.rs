@@ -58,5 +58,7 @@ mod races;
 mod recovery;
 #[path = "cases/streaming.rs"]
 mod streaming;
+#[path = "cases/user_namespaces.rs"]
+mod user_namespaces;
 #[path = "cases/validation.rs"]
 mod validation;

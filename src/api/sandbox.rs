@@ -90,6 +90,25 @@ same_fields!(
     [protocol, container_port, host_port, host_ip]
 );
 
+/// One range of a pod's user namespace: ids `container_id..+length` in
+/// the pod are `host_id..+length` on the node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Type)]
+pub struct IdMapping {
+    pub container_id: u32,
+    pub host_id: u32,
+    pub length: u32,
+}
+
+same_fields!(
+    IdMapping,
+    domain::IdMapping,
+    [container_id, host_id, length]
+);
+
+fn mappings(v: &[domain::IdMapping]) -> Vec<IdMapping> {
+    v.iter().copied().map(Into::into).collect()
+}
+
 /// Create's `options`: everything but the four metadata arguments. Absent
 /// is the default; the daemon validates the values (`SandboxConfig::validate`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, SerializeDict, Deserialize, Type)]
@@ -110,6 +129,10 @@ pub struct CreateOptions {
     pub dns: Option<Dns>,
     pub port_mappings: Option<Vec<PortMapping>>,
     pub sysctls: Option<BTreeMap<String, String>>,
+    /// A user namespace of the pod's own (`hostUsers: false`): both or
+    /// neither; left out, the node's.
+    pub uid_mappings: Option<Vec<IdMapping>>,
+    pub gid_mappings: Option<Vec<IdMapping>>,
 }
 
 /// Create's four positional arguments.
@@ -157,6 +180,8 @@ impl CreateOptions {
                 c.port_mappings.into_iter().map(Into::into).collect(),
             ),
             sysctls: map(c.sysctls),
+            uid_mappings: c.user_namespace.as_ref().map(|u| mappings(&u.uids)),
+            gid_mappings: c.user_namespace.as_ref().map(|u| mappings(&u.gids)),
         };
         (meta, opts)
     }
@@ -187,6 +212,24 @@ impl CreateOptions {
                 .map(Into::into)
                 .collect(),
             sysctls: self.sysctls.unwrap_or_default(),
+            // One key without the other is a namespace with no mapping
+            // there, which validation names.
+            user_namespace: (self.uid_mappings.is_some() || self.gid_mappings.is_some()).then(
+                || domain::UserNamespace {
+                    uids: self
+                        .uid_mappings
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(Into::into)
+                        .collect(),
+                    gids: self
+                        .gid_mappings
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(Into::into)
+                        .collect(),
+                },
+            ),
         }
     }
 }
@@ -283,6 +326,9 @@ pub struct SandboxStatus {
     pub dns: Dns,
     pub port_mappings: Vec<PortMapping>,
     pub sysctls: BTreeMap<String, String>,
+    /// The pod's user namespace; both empty: the node's.
+    pub uid_mappings: Vec<IdMapping>,
+    pub gid_mappings: Vec<IdMapping>,
     pub init_pid: u32,
     pub reason: String,
     pub resources: Resources,
@@ -529,6 +575,14 @@ impl SandboxStatus {
             dns: c.dns.clone().into(),
             port_mappings: c.port_mappings.iter().cloned().map(Into::into).collect(),
             sysctls: c.sysctls.clone(),
+            uid_mappings: c
+                .user_namespace
+                .as_ref()
+                .map_or(Vec::new(), |u| mappings(&u.uids)),
+            gid_mappings: c
+                .user_namespace
+                .as_ref()
+                .map_or(Vec::new(), |u| mappings(&u.gids)),
             init_pid,
             reason: sb.reason.clone(),
             resources: c.resources.into(),

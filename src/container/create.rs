@@ -65,6 +65,23 @@ impl<S: SystemdClient + Clone> Containers<S> {
             return Err(Error::not_found(format!("no sandbox with id {pod_id}")));
         }
         self.ready_pod(&sb)?;
+        if sb.config.user_namespace.is_some() {
+            // Its root is the node's root only in name: devices, the
+            // node's /sys and every capability are not the pod's to give
+            // (Kubernetes refuses the same).
+            if config.security.privileged {
+                return Err(Error::invalid(
+                    "security_context.privileged",
+                    "a privileged container cannot run in a pod with a user namespace of its own",
+                ));
+            }
+            if config.security.pid_namespace == crate::domain::NamespaceMode::Node {
+                return Err(Error::invalid(
+                    "security_context.namespace_options.pid",
+                    "a container of a pod with a user namespace of its own cannot use the node's PID namespace",
+                ));
+            }
+        }
         let id = ContainerId::random();
         let name = config.name.clone();
         let ctx = |step: &str| format!("container {name} in sandbox {}: create: {step}", sb.id);

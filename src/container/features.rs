@@ -189,7 +189,7 @@ async fn probe(name: &str, h: &RuntimeHandler) -> Option<HandlerFeatures> {
         Answer::Refused => from_version(name, kind, &said(ask(h, "--version").await)?),
         Answer::Silent => return None,
     };
-    Some(podscope_can(combine(says, kernel())))
+    Some(combine(says, kernel()))
 }
 
 fn said(a: Answer) -> Option<String> {
@@ -197,20 +197,6 @@ fn said(a: Answer) -> Option<String> {
         Answer::Said(s) => Some(s),
         Answer::Refused | Answer::Silent => None,
     }
-}
-
-/// What podscope itself does not do yet, whatever the runtime and the
-/// kernel could: pods' user namespaces (kubelet would send hostUsers:
-/// false pods that RunPodSandbox then refuses).
-fn podscope_can(mut f: HandlerFeatures) -> HandlerFeatures {
-    if f.user_namespaces {
-        f.user_namespaces = false;
-        f.why_not.push(
-            "user namespaces: the runtime and the kernel could, but podscope does not make pods' user namespaces yet"
-                .to_owned(),
-        );
-    }
-    f
 }
 
 type Stamp = (PathBuf, u64, Option<SystemTime>);
@@ -337,19 +323,15 @@ mod tests {
     }
 
     #[test]
-    fn user_namespaces_wait_for_podscope() {
+    fn user_namespaces_where_runtime_and_kernel_can() {
         let both = RuntimeSays {
             rro: true,
             userns: true,
             why_not: vec![],
         };
-        let f = podscope_can(combine(both, Some((6, 18))));
-        assert!(f.recursive_read_only_mounts && !f.user_namespaces);
-        assert!(
-            f.why_not[0].contains("podscope does not"),
-            "{:?}",
-            f.why_not
-        );
+        let f = combine(both, Some((6, 18)));
+        assert!(f.recursive_read_only_mounts && f.user_namespaces);
+        assert!(f.why_not.is_empty(), "{:?}", f.why_not);
     }
 
     #[test]

@@ -571,6 +571,7 @@ fn pod_view(settings: &Settings, sb: &Sandbox) -> spec::PodView {
         } else {
             files::shm_path(run, &sb.id).display().to_string()
         },
+        user_namespace: c.user_namespace.clone(),
     }
 }
 

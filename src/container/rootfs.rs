@@ -15,6 +15,7 @@
 use crate::domain::container::{ContainerMount, ImageVolume};
 use crate::error::{Error, IoResultExt, Result};
 use crate::hostns::HostNs;
+use crate::idmap::MappedUserNs;
 use crate::image::reference::Digest;
 use crate::image::ImageStore;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
@@ -80,6 +81,7 @@ pub async fn mount_volumes(
     volumes: &[ImageVolume],
     mounts: &[ContainerMount],
     dirs: &Dirs,
+    idmap: Option<&Idmapped<'_>>,
 ) -> Result<()> {
     for v in volumes {
         let dir = dirs.volumes.join(v.mount.to_string());
@@ -99,7 +101,7 @@ pub async fn mount_volumes(
                 lowers.push(empty.display().to_string());
             }
             hostns
-                .mount_overlay_readonly(&store.links_dir(), &lowers, &dir)
+                .mount_overlay_readonly(&store.links_dir(), &lowers, &dir, idmap.map(|i| i.ns))
                 .await
                 .map_err(|e| e.context(format!("{field}: image volume {}", v.image_id)))?;
         }
@@ -136,6 +138,14 @@ pub async fn mount_volumes(
     Ok(())
 }
 
+/// A container of a pod with a user namespace of its own: its layers are
+/// idmapped through `ns`, and what the pod's root writes belongs to
+/// `root` (uid, gid) on the node.
+pub struct Idmapped<'a> {
+    pub ns: &'a MappedUserNs,
+    pub root: (u32, u32),
+}
+
 /// Mount the overlay of `layers` (bottom first, as the image lists them)
 /// on the container's root.
 pub async fn mount(
@@ -143,6 +153,7 @@ pub async fn mount(
     store: &ImageStore,
     layers: &[Digest],
     dirs: &Dirs,
+    idmap: Option<&Idmapped<'_>>,
 ) -> Result<()> {
     if dirs.is_mounted() {
         return Ok(());
@@ -157,6 +168,16 @@ pub async fn mount(
         std::fs::create_dir_all(&empty).io_context(format!("create {}", empty.display()))?;
         lowers.push(empty.display().to_string());
     }
+    if let Some(i) = idmap {
+        // The upper directory is the root of the container's tree: the
+        // pod's root owns it, and the runtime, already in the pod's user
+        // namespace when it opens the root, must reach it through the
+        // bundle (traverse only: nothing in it is readable to others).
+        let (uid, gid) = i.root;
+        std::os::unix::fs::chown(&dirs.upper, Some(uid), Some(gid))
+            .io_context(format!("chown {} to {uid}:{gid}", dirs.upper.display()))?;
+        open_to_traverse(&dirs.bundle)?;
+    }
     hostns
         .mount_overlay(
             &store.links_dir(),
@@ -164,8 +185,30 @@ pub async fn mount(
             &dirs.upper,
             &dirs.work,
             &dirs.rootfs,
+            idmap.map(|i| i.ns),
         )
         .await
+}
+
+/// Let other users traverse the bundle and the directories above it (as
+/// containerd's bundles are, 0711, for the same reason): the runtime opens
+/// the root as the pod's root, an unprivileged id on the node. Nothing
+/// becomes readable: the checkpoint and config stay 0600, and the
+/// container ids needed to walk in are not listable.
+fn open_to_traverse(bundle: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for dir in bundle.ancestors().take(3) {
+        let mode = std::fs::metadata(dir)
+            .io_context(format!("stat {}", dir.display()))?
+            .permissions()
+            .mode()
+            & 0o7777;
+        if mode & 0o011 != 0o011 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o011))
+                .io_context(format!("let others traverse {}", dir.display()))?;
+        }
+    }
+    Ok(())
 }
 
 pub async fn unmount(hostns: &HostNs, dirs: &Dirs) -> Result<()> {

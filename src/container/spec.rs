@@ -10,12 +10,12 @@
 //! the default capabilities, masked and read-only paths unless privileged.
 
 use crate::domain::container::{ContainerConfig, ProfileKind, Propagation};
-use crate::domain::NamespaceMode;
+use crate::domain::{NamespaceMode, UserNamespace};
 use crate::error::{Error, Result};
 use crate::image::manifest::RunConfig;
 use crate::oci::spec::{
-    Linux, LinuxCapabilities, LinuxDevice, LinuxDeviceCgroup, LinuxNamespace, LinuxResources,
-    LinuxSeccomp, Mount, NamespaceType, Process, Root, Spec, User, OCI_VERSION,
+    Linux, LinuxCapabilities, LinuxDevice, LinuxDeviceCgroup, LinuxIdMapping, LinuxNamespace,
+    LinuxResources, LinuxSeccomp, Mount, NamespaceType, Process, Root, Spec, User, OCI_VERSION,
 };
 use crate::oci::{caps, defaults, user::Resolved};
 use crate::settings::RuntimeKind;
@@ -40,6 +40,8 @@ pub struct PodView {
     pub hosts: String,
     /// The pod's /dev/shm (a tmpfs); the host's for a host-IPC pod.
     pub shm: String,
+    /// The pod's user namespace (None: the node's).
+    pub user_namespace: Option<UserNamespace>,
 }
 
 /// Everything `build` needs beyond the container's config.
@@ -255,12 +257,51 @@ pub fn build(input: &Input<'_>) -> Result<Spec> {
     mounts.retain(|m| !cri_mounts.iter().any(|c| c.destination == m.destination));
     cri_mounts.sort_by_key(|m| depth(&m.destination));
     mounts.extend(cri_mounts);
+    if pod.user_namespace.is_some() {
+        // In a pod's user namespace, what the node binds in is idmapped
+        // through it (the runtime uses the container's mapping): root's
+        // files on the node are root's in the container, and what its root
+        // writes there is root's on the node, as without one. Image
+        // volumes are overlays of idmapped layers already (overlayfs
+        // cannot be idmapped again).
+        let image_volumes: Vec<&str> = c
+            .mounts
+            .iter()
+            .filter(|m| !m.image.is_empty())
+            .map(|m| m.container_path.as_str())
+            .collect();
+        for m in &mut mounts {
+            if m.type_.as_deref() == Some("bind")
+                && !image_volumes.contains(&m.destination.as_str())
+            {
+                m.options.push("idmap".into());
+            }
+        }
+    }
 
     // Namespaces: a mount namespace of its own; the pod's network, IPC and
     // UTS; PID as CRI says.
     let ns = |type_, path: Option<String>| LinuxNamespace { type_, path };
     let init_ns = |what: &str| Some(format!("/proc/{}/ns/{what}", pod.init_pid));
     let mut namespaces = vec![ns(NamespaceType::Mount, None)];
+    // The pod's user namespace: made by the runtime for each container
+    // with the pod's mapping (the namespaces it joins stay the node's).
+    let (uid_mappings, gid_mappings) = match &pod.user_namespace {
+        Some(u) => {
+            namespaces.push(ns(NamespaceType::User, None));
+            let oci = |v: &[crate::domain::IdMapping]| {
+                v.iter()
+                    .map(|m| LinuxIdMapping {
+                        container_id: m.container_id,
+                        host_id: m.host_id,
+                        size: m.length,
+                    })
+                    .collect::<Vec<_>>()
+            };
+            (oci(&u.uids), oci(&u.gids))
+        }
+        None => (Vec::new(), Vec::new()),
+    };
     if let Some(p) = &pod.netns_path {
         namespaces.push(ns(NamespaceType::Network, Some(p.clone())));
     }
@@ -375,6 +416,8 @@ pub fn build(input: &Input<'_>) -> Result<Spec> {
             resources,
             cgroups_path,
             namespaces,
+            uid_mappings,
+            gid_mappings,
             devices,
             seccomp: if privileged {
                 None
@@ -785,6 +828,74 @@ mod tests {
             m.options,
             ["rbind", "rprivate", "ro", "nosuid", "nodev", "noexec"]
         );
+    }
+
+    /// A pod's user namespace: one per container with the pod's mapping,
+    /// and every bind from the node idmapped through it; image volumes
+    /// (overlays of idmapped layers) and the kernel's file systems not.
+    #[test]
+    fn a_user_namespace_pod_idmaps_the_nodes_binds() {
+        let (mut c, img, mut p) = (config(), image(), pod());
+        let m = crate::domain::IdMapping {
+            container_id: 0,
+            host_id: 65536,
+            length: 65536,
+        };
+        p.user_namespace = Some(UserNamespace {
+            uids: vec![m],
+            gids: vec![m],
+        });
+        c.mounts = vec![
+            ContainerMount {
+                container_path: "/logs".into(),
+                host_path: "/srv/logs".into(),
+                ..Default::default()
+            },
+            ContainerMount {
+                container_path: "/models".into(),
+                image: "registry.local/models:1".into(),
+                ..Default::default()
+            },
+        ];
+        let s = build(&input(&c, &img, &p)).unwrap();
+        let linux = s.linux.as_ref().unwrap();
+        assert!(linux
+            .namespaces
+            .iter()
+            .any(|n| n.type_ == NamespaceType::User && n.path.is_none()));
+        let want = LinuxIdMapping {
+            container_id: 0,
+            host_id: 65536,
+            size: 65536,
+        };
+        assert_eq!(
+            (linux.uid_mappings.as_slice(), linux.gid_mappings.as_slice()),
+            ([want].as_slice(), [want].as_slice())
+        );
+        let idmapped = |dest: &str| {
+            let m = s.mounts.iter().find(|m| m.destination == dest).unwrap();
+            m.options.iter().any(|o| o == "idmap")
+        };
+        for dest in [
+            "/logs",
+            "/etc/hosts",
+            "/etc/resolv.conf",
+            "/etc/hostname",
+            "/dev/shm",
+        ] {
+            assert!(idmapped(dest), "{dest}");
+        }
+        for dest in ["/models", "/proc", "/dev"] {
+            assert!(!idmapped(dest), "{dest}");
+        }
+        // Without one, nothing of it.
+        p.user_namespace = None;
+        let s = build(&input(&c, &img, &p)).unwrap();
+        assert!(s.linux.unwrap().uid_mappings.is_empty());
+        assert!(!s
+            .mounts
+            .iter()
+            .any(|m| m.options.iter().any(|o| o == "idmap")));
     }
 
     #[test]

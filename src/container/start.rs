@@ -273,6 +273,21 @@ impl<S: SystemdClient + Clone> Containers<S> {
             .map_err(|e| {
                 Error::internal(format!("{}: a layer id in the record: {e}", ctx("root")))
             })?;
+        // A pod with a user namespace of its own: its mapping, for the
+        // idmapped layers of the root and the image volumes.
+        let userns = match &sb.config.user_namespace {
+            Some(u) => Some((
+                crate::idmap::create(&u.uids, &u.gids)
+                    .map_err(|e| Error::io(ctx("the pod's user namespace"), e))?,
+                u.root_on_host().ok_or_else(|| {
+                    Error::internal(format!("{}: the pod's root is not mapped", ctx("root")))
+                })?,
+            )),
+            None => None,
+        };
+        let idmap = userns
+            .as_ref()
+            .map(|(ns, root)| rootfs::Idmapped { ns, root: *root });
         st.rootfs = true;
         let cgroup_path = c.cgroup_path();
         // runc joins every v1 hierarchy at its cgroupsPath itself.
@@ -290,13 +305,21 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 }
             }),
             timed(async {
-                rootfs::mount(&self.hostns, &self.images.store, &layers, &dirs).await?;
+                rootfs::mount(
+                    &self.hostns,
+                    &self.images.store,
+                    &layers,
+                    &dirs,
+                    idmap.as_ref(),
+                )
+                .await?;
                 rootfs::mount_volumes(
                     &self.hostns,
                     &self.images.store,
                     &c.volumes,
                     &c.config.mounts,
                     &dirs,
+                    idmap.as_ref(),
                 )
                 .await
             }),

@@ -6,7 +6,8 @@
 
 use crate::api::{self, Dict, SandboxStatus, SandboxSummary};
 use crate::domain::{
-    DnsConfig, NamespaceMode, NetworkMode, PortMapping, Protocol, Resources, SandboxConfig, State,
+    DnsConfig, IdMapping, NamespaceMode, NetworkMode, PortMapping, Protocol, Resources,
+    SandboxConfig, State, UserNamespace,
 };
 use cri_api::v1 as cri;
 use std::collections::{BTreeMap, HashMap};
@@ -124,12 +125,40 @@ fn namespace_options(c: &mut SandboxConfig, o: &cri::NamespaceOption) -> Result<
         _ => NamespaceMode::Pod,
     };
     if let Some(u) = &o.userns_options {
-        if cri::NamespaceMode::try_from(u.mode) == Ok(cri::NamespaceMode::Pod) {
-            return Err(invalid(
-                &format!("{F}.userns_options.mode"),
-                "user namespaces are not supported by podscope (its runtime handlers say so in Status)",
-            ));
-        }
+        let field = format!("{F}.userns_options");
+        c.user_namespace = match cri::NamespaceMode::try_from(u.mode) {
+            Ok(cri::NamespaceMode::Node) => None,
+            Ok(cri::NamespaceMode::Pod) => {
+                let list = |v: &[cri::IdMapping]| {
+                    v.iter()
+                        .map(|m| IdMapping {
+                            container_id: m.container_id,
+                            host_id: m.host_id,
+                            length: m.length,
+                        })
+                        .collect()
+                };
+                Some(UserNamespace {
+                    uids: list(&u.uids),
+                    gids: list(&u.gids),
+                })
+            }
+            Ok(m) => {
+                return Err(invalid(
+                    &format!("{field}.mode"),
+                    format!(
+                        "{}: a pod's user namespace is the node's (NODE) or its own (POD)",
+                        m.as_str_name()
+                    ),
+                ))
+            }
+            Err(_) => {
+                return Err(invalid(
+                    &format!("{field}.mode"),
+                    format!("{} is not a namespace mode", u.mode),
+                ))
+            }
+        };
     }
     Ok(())
 }
@@ -188,6 +217,31 @@ pub fn config_from_request(req: &cri::RunPodSandboxRequest) -> Result<SandboxCon
     c.validate()
         .map_err(|e| Status::invalid_argument(cri_message(&e.to_string())))?;
     Ok(c)
+}
+
+/// The pod's user namespace as the CRI says it: its own (POD) with the
+/// mappings, or the node's.
+fn userns_status(s: &SandboxStatus) -> cri::UserNamespace {
+    let list = |v: &[api::sandbox::IdMapping]| {
+        v.iter()
+            .map(|m| cri::IdMapping {
+                container_id: m.container_id,
+                host_id: m.host_id,
+                length: m.length,
+            })
+            .collect()
+    };
+    if s.uid_mappings.is_empty() {
+        return cri::UserNamespace {
+            mode: cri::NamespaceMode::Node as i32,
+            ..Default::default()
+        };
+    }
+    cri::UserNamespace {
+        mode: cri::NamespaceMode::Pod as i32,
+        uids: list(&s.uid_mappings),
+        gids: list(&s.gid_mappings),
+    }
 }
 
 pub fn state_of(state: State) -> cri::PodSandboxState {
@@ -270,6 +324,7 @@ pub fn sandbox_status(s: &SandboxStatus) -> cri::PodSandboxStatus {
                     network: cri_network_mode(s.network) as i32,
                     pid: cri_namespace_mode(s.pid_namespace) as i32,
                     ipc: cri_namespace_mode(s.ipc_namespace) as i32,
+                    userns_options: Some(userns_status(s)),
                     ..Default::default()
                 }),
             }),
@@ -445,6 +500,68 @@ mod tests {
         assert_eq!(c.resources.cpu_shares, 2);
         assert_eq!(c.resources.memory_limit_in_bytes, 1 << 28);
         assert_eq!(c.runtime_handler, "podscope");
+    }
+
+    /// critest's and kubelet's user namespaces: POD with the mappings,
+    /// NODE none, CONTAINER and TARGET refused by name; the domain's rules
+    /// (one mapping from 0) named too.
+    #[test]
+    fn user_namespace_modes() {
+        let m = |container_id, host_id| cri::IdMapping {
+            container_id,
+            host_id,
+            length: 100_000,
+        };
+        let with = |mode: cri::NamespaceMode, ids: Vec<cri::IdMapping>| {
+            let mut r = request();
+            let o = linux(&mut r)
+                .security_context
+                .as_mut()
+                .unwrap()
+                .namespace_options
+                .as_mut()
+                .unwrap();
+            o.network = cri::NamespaceMode::Pod as i32;
+            o.userns_options = Some(cri::UserNamespace {
+                mode: mode as i32,
+                uids: ids.clone(),
+                gids: ids,
+            });
+            config_from_request(&r)
+        };
+        let c = with(cri::NamespaceMode::Pod, vec![m(0, 1000)]).unwrap();
+        let u = c.user_namespace.unwrap();
+        assert_eq!((u.uids[0].host_id, u.gids[0].length), (1000, 100_000));
+        assert!(with(cri::NamespaceMode::Node, vec![])
+            .unwrap()
+            .user_namespace
+            .is_none());
+        for (mode, ids, words) in [
+            (
+                cri::NamespaceMode::Container,
+                vec![],
+                "userns_options.mode: CONTAINER",
+            ),
+            (
+                cri::NamespaceMode::Target,
+                vec![],
+                "userns_options.mode: TARGET",
+            ),
+            (
+                cri::NamespaceMode::Pod,
+                vec![m(0, 1000), m(0, 2000)],
+                "user_namespace.uids: 2 mappings",
+            ),
+            (
+                cri::NamespaceMode::Pod,
+                vec![m(1, 1000)],
+                "must map the pod's root",
+            ),
+        ] {
+            let e = with(mode, ids).unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument);
+            assert!(e.message().contains(words), "{words}: {}", e.message());
+        }
     }
 
     fn config(r: &mut cri::RunPodSandboxRequest) -> &mut cri::PodSandboxConfig {

@@ -545,6 +545,17 @@ impl RuntimeService for RuntimeApi {
             if verbose {
                 out_info.insert("info".to_owned(), convert::dict_json(&raw));
                 out_info.insert("frontend".to_owned(), self.0.frontend_json());
+                // Where containers' roots live, under containerd's key
+                // and name: clients read it to learn which file system
+                // the roots are on (critest probes it for idmapped
+                // mounts before its user namespace specs).
+                out_info.insert(
+                    "config".to_owned(),
+                    serde_json::json!({
+                        "stateDir": format!("{}/containers", info.state_dir.trim_end_matches('/')),
+                    })
+                    .to_string(),
+                );
             }
             Ok(cri::StatusResponse {
                 status: Some(cri::RuntimeStatus { conditions }),

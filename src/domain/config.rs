@@ -134,6 +134,8 @@ pub struct SandboxConfig {
     pub dns: DnsConfig,
     pub port_mappings: Vec<PortMapping>,
     pub sysctls: BTreeMap<String, String>,
+    /// None: the node's user namespace (`hostUsers: true`).
+    pub user_namespace: Option<super::userns::UserNamespace>,
 }
 
 impl SandboxConfig {
@@ -171,6 +173,15 @@ impl SandboxConfig {
         if !self.cgroup_parent.is_empty() {
             p.push(format!("cgroup parent {}", self.cgroup_parent));
         }
+        // The caller picks the node's ids its processes run as: ids that
+        // may be a user's of the node.
+        if let Some(u) = self.user_namespace.as_ref().and_then(|u| u.uids.first()) {
+            p.push(format!(
+                "user namespace on host ids {}-{}",
+                u.host_id,
+                u.host_id as u64 + u.length as u64 - 1
+            ));
+        }
         p
     }
 
@@ -201,6 +212,23 @@ impl SandboxConfig {
             self.ipc_namespace == NamespaceMode::Node,
         )?;
         network::bandwidth(&self.annotations)?;
+        if let Some(u) = &self.user_namespace {
+            u.validate()?;
+            // The node's namespaces belong to the node's user namespace:
+            // a pod's root would not own them (Kubernetes refuses the
+            // same; podscope advertises no user_namespaces_host_network).
+            let host = [
+                (self.network == NetworkMode::Host, "network"),
+                (self.pid_namespace == NamespaceMode::Node, "PID"),
+                (self.ipc_namespace == NamespaceMode::Node, "IPC"),
+            ];
+            if let Some((_, which)) = host.iter().find(|(on, _)| *on) {
+                return Err(Error::invalid(
+                    "user_namespace",
+                    format!("a pod with a user namespace of its own cannot use the node's {which} namespace"),
+                ));
+            }
+        }
         Ok(())
     }
 }

@@ -13,6 +13,7 @@ pub mod resources;
 pub mod sandbox;
 pub mod slice;
 pub mod state;
+pub mod userns;
 
 pub use config::{NamespaceMode, NetworkMode, PodKey, SandboxConfig};
 pub use container::{Container, ContainerConfig, ContainerState};
@@ -21,3 +22,4 @@ pub use network::{DnsConfig, PortMapping, Protocol};
 pub use resources::Resources;
 pub use sandbox::Sandbox;
 pub use state::State;
+pub use userns::{IdMapping, UserNamespace};

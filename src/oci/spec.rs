@@ -161,6 +161,11 @@ pub struct Linux {
     pub cgroups_path: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub namespaces: Vec<LinuxNamespace>,
+    /// A new user namespace's mappings.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub uid_mappings: Vec<LinuxIdMapping>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gid_mappings: Vec<LinuxIdMapping>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<LinuxDevice>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -173,6 +178,18 @@ pub struct Linux {
     pub readonly_paths: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mount_label: Option<String>,
+}
+
+/// Ids `container_id..+size` in the container are `host_id..+size` on
+/// the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LinuxIdMapping {
+    #[serde(rename = "containerID")]
+    pub container_id: u32,
+    #[serde(rename = "hostID")]
+    pub host_id: u32,
+    pub size: u32,
 }
 
 /// A namespace to create (no `path`) or to join (`path`).
@@ -433,6 +450,16 @@ mod tests {
                         path: None,
                     },
                 ],
+                uid_mappings: vec![LinuxIdMapping {
+                    container_id: 0,
+                    host_id: 65536,
+                    size: 65536,
+                }],
+                gid_mappings: vec![LinuxIdMapping {
+                    container_id: 0,
+                    host_id: 65536,
+                    size: 65536,
+                }],
                 devices: vec![LinuxDevice {
                     path: "/dev/fuse".into(),
                     type_: "c".into(),
@@ -500,6 +527,10 @@ mod tests {
             json!({"type": "network", "path": "/run/netns/podscope-abc"})
         );
         assert_eq!(l["namespaces"][1], json!({"type": "mount"}));
+        assert_eq!(
+            l["uidMappings"],
+            json!([{"containerID": 0, "hostID": 65536, "size": 65536}])
+        );
         assert_eq!(l["devices"][0]["fileMode"], 0o666);
         assert_eq!(l["devices"][0]["type"], "c");
         let r = &l["resources"];

@@ -20,6 +20,26 @@ impl<S: SystemdClient> Pods<S> {
                 ),
             ));
         }
+        if config.user_namespace.is_some() {
+            // Refused here, by name, rather than at the first container's
+            // start: kubelet sends hostUsers: false pods only to handlers
+            // that advertise user namespaces, other clients may not ask.
+            let name = match config.runtime_handler.as_str() {
+                "" => self.settings.default_runtime.as_str(),
+                n => n,
+            };
+            let f = crate::container::features::of(name, &self.settings.runtimes[name]).await;
+            if !f.user_namespaces {
+                let why = f.why_not.iter().find(|w| w.starts_with("user namespaces"));
+                return Err(Error::invalid(
+                    "user_namespace",
+                    format!(
+                        "runtime handler {name} cannot run pods in user namespaces here ({})",
+                        why.map_or("it does not say why", String::as_str)
+                    ),
+                ));
+            }
+        }
         // The pod is a slice: kubelet's (its cgroup parent), else one of
         // its own in the default slice, holding its scope and containers.
         let id = SandboxId::random();

@@ -275,14 +275,24 @@ pub fn interface_tags(xml: &str, iface: &str) -> Vec<String> {
 
 const CONFIG: &str = "/etc/podscope/podscope.toml";
 
-/// Put back the config `make install` shipped (the repository is mounted at
-/// the same path inside the harness).
+/// The harness's podscope.toml (tests/harness/harness.sh, given
+/// CRUN_1_27: the runtime handlers crun, runc and crun-userns).
+pub const HARNESS_CONFIG: &str = "/usr/local/lib/podscope-test/podscope.toml";
+
+/// The config the tests run on but for their own: the harness's where it
+/// wrote one, else the one `make install` shipped (the repository is
+/// mounted at the same path inside the harness).
+fn default_config() -> &'static str {
+    if std::path::Path::new(HARNESS_CONFIG).exists() {
+        HARNESS_CONFIG
+    } else {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/podscope.toml")
+    }
+}
+
+/// Put back the default config (`default_config`).
 pub fn restore_config() {
-    std::fs::copy(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/podscope.toml"),
-        CONFIG,
-    )
-    .expect("restore the default podscope.toml");
+    std::fs::copy(default_config(), CONFIG).expect("restore the default podscope.toml");
 }
 
 /// Run `f` with podscoped restarted on `config`, then restore the default.
@@ -296,10 +306,7 @@ where
     struct Restore;
     impl Drop for Restore {
         fn drop(&mut self) {
-            let _ = std::fs::copy(
-                concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/podscope.toml"),
-                CONFIG,
-            );
+            let _ = std::fs::copy(default_config(), CONFIG);
             let _ = Command::new("bash")
                 .arg("-c")
                 .arg("systemctl reset-failed podscoped 2>/dev/null; systemctl restart podscoped")

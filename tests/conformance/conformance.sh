@@ -6,11 +6,16 @@
 #
 #   CRICTL, CRITEST   the tools (the Makefile defaults them to ../shared/tools)
 #   CRITEST_1_36      critest 1.36 (the Makefile unpacks it into target/tools)
+#   CRUN_1_27         crun 1.27.1, which the harness configures as the
+#                     runtime handler crun-userns (the Makefile unpacks it
+#                     into target/tools; the harness sets this inside)
 #
 # Fails on the first crictl check that does not hold, and when any spec of
 # critest 1.29 or 1.36 fails but the ones named below as expected failures
 # (the digest-pinned image, which needs gcr.io), or is skipped for a reason
-# not named below; each prints its passes, failures and skips by reason.
+# not named below; each prints its passes, failures and skips by reason,
+# and its time. critest 1.36's user namespace specs run a second time, on
+# the handler crun-userns, where all of them must run and pass.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 EP=unix:///run/podscope/cri.sock
@@ -53,6 +58,17 @@ for cond in RuntimeReady NetworkReady; do
     expect "crictl info: $cond" \
         "$(jq -r ".status.conditions[] | select(.type == \"$cond\") | .status" <<<"$info")" true
 done
+# The handler the user namespace run below needs: the harness's
+# podscope.toml lists it when it is given CRUN_1_27.
+[[ -n ${CRUN_1_27:-} ]] \
+    || fail "CRUN_1_27 is not set: the harness configures crun 1.27 as the handler crun-userns (make conformance sets it)"
+pinfo=$(podscopectl info)
+handlers=$(sed -n 's/^Runtime handler \([^:]*\):.*/\1/p' <<<"$pinfo" | sort | xargs)
+expect "podscopectl info: the runtime handlers" "$handlers" "crun crun-userns runc"
+# What crun-userns advertises, and why not (the run on it skips what it
+# does not).
+awk '/^Runtime handler crun-userns:/ { p = 1; print; next } p && /^  / { print; next } { p = 0 }' \
+    <<<"$pinfo" | sed 's/^/conformance:   /'
 
 # pod_cycle CONFIG NETWORK(POD|NODE)
 pod_cycle() {
@@ -228,11 +244,13 @@ LOGDIR=$(mktemp -d)
 # (one a line); a spec critest skips must say one of the reasons
 # ALLOWED_SKIPS gives (one a line, as critest words them), and RAN must run
 # (what runs is what is not skipped; -benchmark's specs never do here).
+# Any further arguments go to critest (a handler, a focus).
 critest_suite() {
     local name=$1 bin=$2 want_ran=$3 allowed=$4 allowed_skips=$5
-    local log=$LOGDIR/$name.log report=$LOGDIR/$name.json passed failed ran
+    shift 5
+    local log=$LOGDIR/$name.log report=$LOGDIR/$name.json passed failed ran t0=$SECONDS
     read -r passed failed ran < <(CRITEST=$bin run_critest "$log" --ginkgo.timeout=14m \
-        --ginkgo.json-report="$report")
+        --ginkgo.json-report="$report" "$@")
     # Each [FAIL] line names its spec (ginkgo prints it in the run and in the
     # summary); without the bracketed markers, a spec reads as above.
     local failed_specs unexpected reasons skips bad_skips
@@ -245,7 +263,7 @@ critest_suite() {
         | ((.Failure.Message // "") | split("\n") | .[0] // "")' "$report" | grep -v '^$' || true)
     skips=$(sort <<<"$reasons" | sed '/^$/d' | uniq -c)
     bad_skips=$(grep -vxF -f <(printf '%s\n' "$allowed_skips" | sed '/^$/d') <<<"$reasons" | sed '/^$/d' | sort -u || true)
-    echo "conformance: $name: $passed passed, $failed failed, $ran ran"
+    echo "conformance: $name: $passed passed, $failed failed, $ran ran ($((SECONDS - t0)) s)"
     [[ -z $failed_specs ]] || sed 's/^/conformance:   failed: /' <<<"$failed_specs"
     [[ -z $skips ]] || sed -E 's/^ *([0-9]+) /conformance:   skipped \1: /' <<<"$skips"
     if [[ -n $unexpected || -n $bad_skips || $ran != "$want_ran" || $((passed + failed)) != "$ran" ]]; then
@@ -267,11 +285,26 @@ DIGEST_SPEC='Image Manager public image with digest should be pulled and removed
 critest_suite critest-1.29 "$CRITEST" 78 "$DIGEST_SPEC" ''
 crictl rmp --all --force >/dev/null
 
+# Specs that fail midway leave their pods, and a RunPodSandbox critest
+# sent just before it exited still completes (a client hanging up never
+# cuts a call short): clear until nothing is left.
+clear_pods() {
+    for _ in $(seq 10); do
+        crictl rmp --all --force >/dev/null
+        [[ $(crictl pods -q | wc -l) -eq 0 ]] && break
+        sleep 0.5
+    done
+    expect "no pod left after $1" "$(crictl pods -q | wc -l)" 0
+}
+
 # critest 1.36: 122 specs, 5 of them benchmarks. Skipped, by critest's
 # reason:
 #   - AppArmor (9 specs): this host has no AppArmor; a node with it runs them.
-#   - Not yet (6 specs: user namespaces): a feature the default handler
-#     does not advertise, so critest skips them. They are not passes.
+#   - User namespaces (6 specs): critest looks only at the handler it is
+#     given (none here: the default, Debian's crun 1.8.1, which has no
+#     idmapped mounts and so does not advertise them), and skips them with
+#     "no runtime handler found which supports user namespaces". They are
+#     not passes: the run after this one gives them the handler crun-userns.
 #   Recursive read-only mounts (4 specs) run: the default handler (Debian's
 #   crun 1.8.1, by its version) advertises them; so does the supplemental
 #   groups policy (2 specs).
@@ -279,14 +312,15 @@ crictl rmp --all --force >/dev/null
     || fail "CRITEST_1_36 is not set: critest 1.36 runs beside 1.29 (make conformance sets it)"
 critest_suite critest-1.36 "$CRITEST_1_36" 102 "$DIGEST_SPEC" 'AppArmor is disabled on this host
 no runtime handler found which supports user namespaces'
-# Specs that fail midway leave their pods, and a RunPodSandbox critest
-# sent just before it exited still completes (a client hanging up never
-# cuts a call short): clear until nothing is left.
-for _ in $(seq 10); do
-    crictl rmp --all --force >/dev/null
-    [[ $(crictl pods -q | wc -l) -eq 0 ]] && break
-    sleep 0.5
-done
-expect "no pod left after critest" "$(crictl pods -q | wc -l)" 0
+clear_pods "critest 1.36"
+
+# critest 1.36's user namespace specs (the Security Context UserNamespaces
+# context, 6 specs) alone, on the handler crun-userns (crun 1.27.1, which
+# has idmapped mounts): every pod critest makes runs on it. All 6 must run
+# and pass; none may fail or be skipped, for any reason. (The focus leaves
+# the suite's other specs out, which the report gives no reason.)
+critest_suite critest-1.36-userns "$CRITEST_1_36" 6 '' '' \
+    --runtime-handler=crun-userns --ginkgo.focus='Security Context UserNamespaces'
+clear_pods "critest 1.36 on crun-userns"
 rm -rf "$LOGDIR"
 echo "conformance: PASSED"

@@ -41,6 +41,14 @@ for var in CRICTL CRITEST KUBELET CRICTL_1_36 CRITEST_1_36 KUBELET_1_36; do
     mkdir -p "${dest%/*}" && touch "$dest"
     mount --bind -o ro "${!var}" "$dest"
 done
+# crun 1.27 (CRUN_1_27=, resolved), read-only where podscope.toml's
+# crun-userns handler names it (HARNESS_CRUN_1_27).
+if [[ -n ${CRUN_1_27:-} ]]; then
+    : "${HARNESS_CRUN_1_27:?HARNESS_CRUN_1_27 must name where CRUN_1_27 goes inside}"
+    dest=$N$HARNESS_CRUN_1_27
+    mkdir -p "${dest%/*}" && touch "$dest"
+    mount --bind -o ro "$CRUN_1_27" "$dest"
+fi
 ip link set lo up
 cd "$N"
 mkdir -p oldroot

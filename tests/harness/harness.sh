@@ -18,6 +18,19 @@
 #                                  CMD gets those paths (a
 #                                  checkout under /tmp has them in ../shared,
 #                                  which the harness's private /tmp hides)
+#   CRUN_1_27=                     crun 1.27.1 (the Makefile unpacks it into
+#                                  target/tools/crun-1.27), anywhere outside:
+#                                  bound read-only inside at
+#                                  /usr/local/lib/podscope-test/crun-1.27/crun;
+#                                  with `run`, podscope.toml then lists the
+#                                  handlers crun and runc (Debian's, as the
+#                                  defaults; crun stays the default) and
+#                                  crun-userns (this crun), and CMD gets
+#                                  CRUN_1_27 naming it inside. Without it
+#                                  the config is make install's (the
+#                                  defaults); the suites that need the
+#                                  handler (conformance, integration) fail
+#                                  when CRUN_1_27 is unset.
 #
 # Fails loudly (non-zero, with the boot log) when systemd does not come up.
 set -euo pipefail
@@ -26,6 +39,11 @@ REPO=$(cd "$HERE/../.." && pwd)
 WORK=$(mktemp -d /tmp/podscope-harness-run.XXXXXX)
 LOG=$WORK/boot.log
 TOOLS=/usr/local/lib/podscope-test/bin
+CRUN_1_27_INSIDE=/usr/local/lib/podscope-test/crun-1.27/crun
+# The podscope.toml the harness writes (CRUN_1_27=), kept here too: the
+# integration tests put it back after a test of their own config
+# (tests/common: restore_config), not the shipped one.
+HARNESS_CONFIG=/usr/local/lib/podscope-test/podscope.toml
 UNSHARE_PID=
 SYSTEMD_PID=
 
@@ -50,6 +68,12 @@ resolve_tools() {
         export "$var=$path"
         TOOL_ENV+=("$var=$TOOLS/${var,,}")
     done
+    if [[ -n ${CRUN_1_27:-} ]]; then
+        path=$(readlink -f -- "$CRUN_1_27") && [[ -f $path && -x $path ]] \
+            || fail "CRUN_1_27=$CRUN_1_27 is not an executable file"
+        export CRUN_1_27=$path
+        TOOL_ENV+=("CRUN_1_27=$CRUN_1_27_INSIDE")
+    fi
 }
 
 cgroup_dirs() { find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | sort; }
@@ -60,7 +84,7 @@ boot() {
     flock -w 600 9 || fail "another harness is running (one at a time: they share the cgroup tree)"
     cgroup_dirs > "$WORK/cgroups.before"
     say "booting systemd (log: $LOG)"
-    REPO=$REPO HARNESS_MODE=$mode HARNESS_TOOLS=$TOOLS unshare --pid --fork --mount --net --uts --ipc --propagation private \
+    REPO=$REPO HARNESS_MODE=$mode HARNESS_TOOLS=$TOOLS HARNESS_CRUN_1_27=$CRUN_1_27_INSIDE unshare --pid --fork --mount --net --uts --ipc --propagation private \
         "$HERE/boot-inner.sh" > "$LOG" 2>&1 &
     UNSHARE_PID=$!
     for _ in $(seq 100); do
@@ -100,6 +124,34 @@ install_project() {
     inside install -D -m 0755 "$REPO/tests/fixtures/cni/podscope-fixture" \
         /usr/local/lib/podscope-test/cni/podscope-fixture
     say "podscope installed with 'make install PREFIX=/usr'; fixture plugin in /usr/local/lib/podscope-test/cni"
+    if [[ -n ${CRUN_1_27:-} ]]; then install_runtimes; fi
+}
+
+# crun 1.27.1 as the handler crun-userns, beside the defaults (a
+# [runtimes.X] table replaces them whole, so they are listed too). Dotted
+# keys, no table headers: a key a test appends (tests/load does) stays
+# top-level. Written over make install's, kept as $HARNESS_CONFIG.
+install_runtimes() {
+    local config
+    config=$(cat <<EOF
+# Written by tests/harness/harness.sh (CRUN_1_27=): Debian's crun and runc
+# as by default (crun the default handler), and crun 1.27.1 as crun-userns.
+default_runtime = "crun"
+runtimes.crun = { path = "/usr/bin/crun" }
+runtimes.runc = { path = "/usr/bin/runc" }
+runtimes.crun-userns = { path = "$CRUN_1_27_INSIDE", kind = "crun", root = "/run/crun-userns" }
+EOF
+)
+    inside sh -c 'cat > "$1" && install -D -m 0644 "$1" "$2"' sh /etc/podscope/podscope.toml "$HARNESS_CONFIG" \
+        <<<"$config" || fail "writing /etc/podscope/podscope.toml failed"
+    local version
+    version=$(inside "$CRUN_1_27_INSIDE" --version 2>&1 | head -n1) || true
+    [[ $version == "crun version 1.27."* ]] \
+        || fail "$CRUN_1_27_INSIDE (CRUN_1_27=$CRUN_1_27) inside the harness is not crun 1.27: ${version:-no output}"
+    # podscoped may run already (activated on the bus): on the new config.
+    inside sh -c 'systemctl reset-failed podscoped 2>/dev/null; systemctl try-restart podscoped' \
+        || fail "podscoped did not restart on the harness's podscope.toml"
+    say "runtime handler crun-userns: crun 1.27.1 at $CRUN_1_27_INSIDE (podscope.toml: crun, runc, crun-userns)"
 }
 
 # The pod network for tests and the demo: real plugins from Debian's
