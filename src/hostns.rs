@@ -109,6 +109,16 @@ const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 const OPEN_TREE_CLONE: libc::c_uint = 1;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 
+/// Where an overlay at `target` of idmapped layers has them bound while
+/// it is made: `<target>.lower/<n>`.
+pub const IDMAPPED_LOWERS: &str = ".lower";
+
+pub fn idmapped_lowers_of(target: &Path) -> PathBuf {
+    let mut s = target.as_os_str().to_owned();
+    s.push(IDMAPPED_LOWERS);
+    PathBuf::from(s)
+}
+
 /// One Mkdir per component of `dir`, outermost first.
 fn mkdirs(dir: &Path) -> Result<Vec<Op>> {
     let mut ops = Vec::new();
@@ -219,11 +229,7 @@ impl HostNs {
         idmap: Option<&MappedUserNs>,
         what: String,
     ) -> Result<()> {
-        let scratch = {
-            let mut s = target.as_os_str().to_owned();
-            s.push(".lower");
-            PathBuf::from(s)
-        };
+        let scratch = idmapped_lowers_of(target);
         let (cwd, names) = match idmap {
             None => (lower_base.to_path_buf(), lowers.to_vec()),
             Some(_) => (
@@ -270,6 +276,8 @@ impl HostNs {
             });
             Ok(ops)
         };
+        // What an earlier Start cut short left there goes first.
+        self.release_idmapped_lowers(&scratch).await?;
         let mut ops = vec![Op::Mkdir {
             path: cpath(&scratch)?,
             mode: 0o700,
@@ -292,10 +300,42 @@ impl HostNs {
             Ok(_) => Ok(()),
             Err(e) => {
                 // Whatever step failed, no idmapped bind is left behind.
-                let _ = self.run(release()?).await;
+                let _ = self.release_idmapped_lowers(&scratch).await;
                 Err(Error::io(format!("{what} (of idmapped layers)"), e))
             }
         }
+    }
+
+    /// Detach and remove every idmapped layer bind under `scratch` (an
+    /// overlay's `<target>.lower`), each on its own so that one that
+    /// cannot go does not keep the others, then the directory. Nothing
+    /// there is done already.
+    pub async fn release_idmapped_lowers(&self, scratch: &Path) -> Result<()> {
+        let Ok(entries) = std::fs::read_dir(scratch) else {
+            return Ok(());
+        };
+        let mut first = None;
+        for e in entries.flatten() {
+            let op = Op::Release {
+                target: cpath(&e.path())?,
+            };
+            if let Err(err) = self.run(vec![op]).await {
+                first.get_or_insert(Error::io(
+                    format!("release the idmapped layer {}", e.path().display()),
+                    err,
+                ));
+            }
+        }
+        if let Some(e) = first {
+            return Err(e);
+        }
+        let op = Op::Rmdir {
+            path: cpath(scratch)?,
+        };
+        self.run(vec![op])
+            .await
+            .map(drop)
+            .map_err(|e| Error::io(format!("remove {}", scratch.display()), e))
     }
 
     /// A tmpfs at `target` (a pod's /dev/shm).
@@ -607,9 +647,12 @@ fn do_op(op: &Op) -> std::result::Result<Option<RawFd>, i32> {
                 Ok(None)
             }
             Op::Release { target } => {
-                if libc::umount2(target.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) != 0
-                    && !matches!(errno(), libc::EINVAL | libc::ENOENT)
+                // Every mount stacked there (a bind left by a Start cut
+                // short, another on it), until none is.
+                while libc::umount2(target.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) == 0
                 {
+                }
+                if !matches!(errno(), libc::EINVAL | libc::ENOENT) {
                     return Err(errno());
                 }
                 if libc::rmdir(target.as_ptr()) != 0 && errno() != libc::ENOENT {
@@ -791,8 +834,8 @@ impl ChildStack {
 
 impl Drop for ChildStack {
     fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`, no longer used (the child has
-        // exited: CLONE_VFORK).
+        // SAFETY: the mapping made in `new`, no longer used: its child has
+        // exited (CLONE_VFORK here; idmap reaps its own before the drop).
         unsafe { libc::munmap(self.base, self.len) };
     }
 }
@@ -909,6 +952,52 @@ fn child(ns: RawFd, ops: &[Op], sock: RawFd, cmsg_space: &mut [u8]) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An overlay of 40 idmapped layers, through children as in the
+    /// daemon (this process's own namespace joined, so the ops are split
+    /// among several children): every layer's file seen as the mapping's,
+    /// and no bind or scratch directory left once it is mounted.
+    #[tokio::test]
+    async fn an_overlay_of_many_idmapped_layers_leaves_no_bind() {
+        let t = crate::store::tests::TempDir::new();
+        let ns = std::fs::File::open("/proc/self/ns/mnt").unwrap();
+        let h = HostNs {
+            mntns: Some(std::sync::Arc::new(ns.into())),
+        };
+        let mut lowers = Vec::new();
+        for n in 0..40 {
+            let l = t.0.join(format!("L{n}"));
+            std::fs::create_dir(&l).unwrap();
+            std::fs::write(l.join(format!("f{n}")), "x").unwrap();
+            lowers.insert(0, format!("L{n}"));
+        }
+        let (upper, work, target) = (t.0.join("upper"), t.0.join("work"), t.0.join("root"));
+        for d in [&upper, &work, &target] {
+            std::fs::create_dir(d).unwrap();
+        }
+        let m = [crate::domain::IdMapping {
+            container_id: 0,
+            host_id: 100_000,
+            length: 65536,
+        }];
+        let userns = crate::idmap::create(&m, &m).unwrap();
+        h.mount_overlay(&t.0, &lowers, &upper, &work, &target, Some(&userns))
+            .await
+            .unwrap();
+        use std::os::unix::fs::MetadataExt;
+        let owners: Vec<u32> = (0..40)
+            .map(|n| {
+                std::fs::metadata(target.join(format!("f{n}")))
+                    .unwrap()
+                    .uid()
+            })
+            .collect();
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        h.unmount(&target).await.unwrap();
+        assert!(owners.iter().all(|u| *u == 100_000), "{owners:?}");
+        assert!(!idmapped_lowers_of(&target).exists());
+        assert!(!mountinfo.contains(".lower"), "a bind left: {mountinfo}");
+    }
 
     /// In the test's own namespace the ops run in place: a directory made,
     /// a file opened for appending through missing parents, read back.

@@ -42,9 +42,13 @@ extern "C" fn child_entry(arg: *mut libc::c_void) -> libc::c_int {
     unsafe {
         let a = &*(arg as *const ChildArgs);
         let mut b = 0u8;
-        // Returns when the daemon closes its end (done, or failed).
-        libc::read(a.wait_fd, (&mut b as *mut u8).cast(), 1);
-        libc::_exit(0)
+        // Returns when the daemon closes its end (done, or failed). Raw
+        // system calls, not glibc's: the child runs beside the daemon's
+        // thread (no CLONE_VFORK) with that thread's TLS, which glibc's
+        // wrappers (errno, cancellation) would write to.
+        libc::syscall(libc::SYS_read, a.wait_fd, &mut b as *mut u8, 1usize);
+        libc::syscall(libc::SYS_exit, 0);
+        unreachable!()
     }
 }
 
@@ -125,6 +129,65 @@ pub fn create(uids: &[IdMapping], gids: &[IdMapping]) -> io::Result<MappedUserNs
     result
 }
 
+/// Whether the daemon can idmap what is under `dir` (the image store,
+/// whose layers a user-namespace pod's roots are made of): a user
+/// namespace of its own making (RestrictNamespaces=, CAP_SETUID,
+/// user.max_user_namespaces) and an idmapped clone of the directory's
+/// mount (the file system must allow it; the clone is never attached).
+pub fn probe(dir: &std::path::Path) -> Result<(), String> {
+    let m = [IdMapping {
+        container_id: 0,
+        host_id: 65536,
+        length: 65536,
+    }];
+    let ns = create(&m, &m).map_err(|e| e.to_string())?;
+    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("{} has a NUL byte", dir.display()))?;
+    // SAFETY: a NUL-terminated path; the descriptor is owned at once.
+    let tree = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            1 /* OPEN_TREE_CLONE */ | libc::O_CLOEXEC as libc::c_uint,
+        )
+    };
+    if tree < 0 {
+        return Err(format!(
+            "open_tree {}: {}",
+            dir.display(),
+            io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: open_tree's new descriptor.
+    let tree = unsafe { OwnedFd::from_raw_fd(tree as i32) };
+    let attr: [u64; 4] = [
+        0x0010_0000, /* MOUNT_ATTR_IDMAP */
+        0,
+        0,
+        ns.as_raw_fd() as u64,
+    ];
+    // SAFETY: the kernel's struct mount_attr (four u64s), on our stack.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            attr.as_ptr(),
+            std::mem::size_of_val(&attr),
+        )
+    };
+    if r != 0 {
+        return Err(format!(
+            "an idmapped mount of {}: {}",
+            dir.display(),
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +215,13 @@ mod tests {
         let held = link(format!("/proc/self/fd/{}", ns.as_raw_fd()));
         assert!(held.starts_with("user:["), "{held}");
         assert_ne!(held, link("/proc/self/ns/user".into()));
+    }
+
+    /// Here (ext4 or tmpfs on a new kernel) the daemon can.
+    #[test]
+    fn probe_idmaps_a_directory() {
+        probe(&std::env::temp_dir()).unwrap();
+        let e = probe(std::path::Path::new("/no/such/dir")).unwrap_err();
+        assert!(e.contains("open_tree /no/such/dir"), "{e}");
     }
 }

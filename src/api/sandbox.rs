@@ -326,8 +326,11 @@ pub struct SandboxStatus {
     pub dns: Dns,
     pub port_mappings: Vec<PortMapping>,
     pub sysctls: BTreeMap<String, String>,
-    /// The pod's user namespace; both empty: the node's.
+    /// The pod's user namespace; both empty: the node's (and what a
+    /// daemon older than them sends).
+    #[serde(default)]
     pub uid_mappings: Vec<IdMapping>,
+    #[serde(default)]
     pub gid_mappings: Vec<IdMapping>,
     pub init_pid: u32,
     pub reason: String,

@@ -140,6 +140,14 @@ async fn run(settings: Settings) -> podscope::Result<()> {
         service.pods.count(),
         rec.duration_usec
     );
+    // Before any handler's features are asked (here or by a caller):
+    // their user namespaces need the daemon to idmap the layers too. A
+    // few system calls.
+    let idmap = podscope::idmap::probe(&service.pods.settings.image_dir);
+    if let Err(why) = &idmap {
+        info!("pods' user namespaces: podscoped cannot idmap the image layers here ({why})");
+    }
+    podscope::container::features::set_daemon_idmap(idmap);
     let _ = daemon::notify(
         false,
         &[

@@ -122,6 +122,19 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 .context(ctx("image volume"))
             })?;
             let v_layers: Vec<Digest> = v.layers.iter().map(|l| l.chain_id.clone()).collect();
+            // A sub path not in the image fails here, as kubelet expects
+            // (CreateContainerError); Start checks the mounted overlay
+            // again.
+            if !m.image_sub_path.is_empty() {
+                rootfs::image_dir(&self.images.store, &v_layers, &m.image_sub_path).map_err(
+                    |why| {
+                        Error::invalid(
+                            &format!("mounts[{i}].image_sub_path"),
+                            format!("{:?} {why} image {}", m.image_sub_path, v.id),
+                        )
+                    },
+                )?;
+            }
             held.extend(v_layers.iter().cloned());
             volumes.push(crate::domain::container::ImageVolume {
                 mount: i,

@@ -189,7 +189,7 @@ async fn probe(name: &str, h: &RuntimeHandler) -> Option<HandlerFeatures> {
         Answer::Refused => from_version(name, kind, &said(ask(h, "--version").await)?),
         Answer::Silent => return None,
     };
-    Some(combine(says, kernel()))
+    Some(daemon_can(combine(says, kernel())))
 }
 
 fn said(a: Answer) -> Option<String> {
@@ -197,6 +197,31 @@ fn said(a: Answer) -> Option<String> {
         Answer::Said(s) => Some(s),
         Answer::Refused | Answer::Silent => None,
     }
+}
+
+/// Whether the daemon itself can make a pod's idmapped layers
+/// (`idmap::probe` of the image store, at start): None until asked, when
+/// nothing is vetoed (tests, tools).
+fn daemon_idmap() -> &'static OnceLock<Result<(), String>> {
+    static CAN: OnceLock<Result<(), String>> = OnceLock::new();
+    &CAN
+}
+
+/// What `idmap::probe` found at the daemon's start.
+pub fn set_daemon_idmap(r: Result<(), String>) {
+    let _ = daemon_idmap().set(r);
+}
+
+/// The daemon's own veto: a runtime and kernel that can are no use when
+/// the daemon cannot idmap the layers.
+fn daemon_can(mut f: HandlerFeatures) -> HandlerFeatures {
+    if let (true, Some(Err(why))) = (f.user_namespaces, daemon_idmap().get()) {
+        f.user_namespaces = false;
+        f.why_not.push(format!(
+            "user namespaces: podscoped cannot idmap the image layers ({why})"
+        ));
+    }
+    f
 }
 
 type Stamp = (PathBuf, u64, Option<SystemTime>);

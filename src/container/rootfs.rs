@@ -190,11 +190,14 @@ pub async fn mount(
         .await
 }
 
-/// Let other users traverse the bundle and the directories above it (as
-/// containerd's bundles are, 0711, for the same reason): the runtime opens
-/// the root as the pod's root, an unprivileged id on the node. Nothing
-/// becomes readable: the checkpoint and config stay 0600, and the
-/// container ids needed to walk in are not listable.
+/// Let other users traverse the bundle and the two directories above it
+/// (the containers' and the state directory; containerd's bundles are
+/// 0711 for the same reason): the runtime opens the root as the pod's
+/// root, an unprivileged id on the node. No directory becomes listable,
+/// the checkpoint and config stay 0600 and the image store 0700; what a
+/// local user who knows a container's id can read is that container's
+/// root, as its processes show it (its world-readable files), as with
+/// containerd. The daemon makes the two private again at its next start.
 fn open_to_traverse(bundle: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     for dir in bundle.ancestors().take(3) {
@@ -215,11 +218,22 @@ pub async fn unmount(hostns: &HostNs, dirs: &Dirs) -> Result<()> {
     // The image volumes first: each an overlay of its own.
     if let Ok(entries) = std::fs::read_dir(&dirs.volumes) {
         for e in entries.flatten() {
-            if mounted_on(&dirs.bundle, &e.path()) {
+            if e.file_name()
+                .to_string_lossy()
+                .ends_with(crate::hostns::IDMAPPED_LOWERS)
+            {
+                hostns.release_idmapped_lowers(&e.path()).await?;
+            } else if mounted_on(&dirs.bundle, &e.path()) {
                 hostns.unmount(&e.path()).await?;
             }
         }
     }
+    // Idmapped layers a Start cut short left bound (a killed daemon): the
+    // bundle's removal would walk into them (same device) and delete the
+    // shared layers' files.
+    hostns
+        .release_idmapped_lowers(&crate::hostns::idmapped_lowers_of(&dirs.rootfs))
+        .await?;
     hostns.unmount(&dirs.rootfs).await?;
     if dirs.is_mounted() {
         return Err(Error::internal(format!(
@@ -266,6 +280,46 @@ pub fn image_file(store: &ImageStore, layers: &[Digest], rel: &str, max: u64) ->
     None
 }
 
+/// Whether `rel` is a directory of the image, as the overlay of `layers`
+/// (bottom first) shows it, reached through no symbolic link (a link
+/// would be followed on the host when the runtime binds it). Err says why
+/// not, worded to follow the path: "is not in", "crosses a symbolic link
+/// in", "is not a directory in".
+pub fn image_dir(
+    store: &ImageStore,
+    layers: &[Digest],
+    rel: &str,
+) -> std::result::Result<(), &'static str> {
+    let mut prefix = PathBuf::new();
+    for part in Path::new(rel).components() {
+        prefix.push(part);
+        match topmost(store, layers, &prefix) {
+            Some(m) if m.file_type().is_symlink() => return Err("crosses a symbolic link in"),
+            Some(m) if m.is_dir() => {}
+            Some(_) => return Err("is not a directory in"),
+            None => return Err("is not in"),
+        }
+    }
+    Ok(())
+}
+
+/// What the overlay of `layers` shows at `rel`: the topmost layer's entry,
+/// unless a whiteout or an opaque parent hides the lower ones.
+fn topmost(store: &ImageStore, layers: &[Digest], rel: &Path) -> Option<std::fs::Metadata> {
+    for chain in layers.iter().rev() {
+        let root = store.layer_root(chain);
+        match std::fs::symlink_metadata(root.join(rel)) {
+            Ok(m) if m.file_type().is_char_device() && m.rdev() == 0 => return None,
+            Ok(m) => return Some(m),
+            Err(_) => {}
+        }
+        if rel.parent().is_some_and(|p| xattr_opaque(&root.join(p))) {
+            return None;
+        }
+    }
+    None
+}
+
 fn xattr_opaque(dir: &Path) -> bool {
     super::xattr::short(dir, c"trusted.overlay.opaque").is_some_and(|v| v == b"y")
 }
@@ -282,6 +336,8 @@ mod tests {
             let p = work.join("root").join(path);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             match content {
+                // "->target": a symbolic link.
+                Some(c) if c.starts_with("->") => std::os::unix::fs::symlink(&c[2..], &p).unwrap(),
                 Some(c) => std::fs::write(&p, c).unwrap(),
                 // A whiteout: a 0/0 character device.
                 None => nix::sys::stat::mknod(
@@ -305,6 +361,39 @@ mod tests {
             )
             .unwrap();
         chain
+    }
+
+    #[test]
+    fn image_dirs_follow_the_overlay_and_refuse_links() {
+        let t = crate::store::tests::TempDir::new();
+        let store = ImageStore::open(&t.0).unwrap();
+        let base = layer(
+            &store,
+            1,
+            &[
+                ("usr/share/x", Some("x")),
+                ("data/m", Some("m")),
+                ("srv/real/f", Some("f")),
+            ],
+        );
+        let top = layer(&store, 2, &[("data", None), ("srv/web", Some("->real"))]);
+        let layers = vec![base, top];
+        assert_eq!(image_dir(&store, &layers, "usr/share"), Ok(()));
+        assert_eq!(image_dir(&store, &layers, "srv/real"), Ok(()));
+        assert_eq!(
+            image_dir(&store, &layers, "usr/share/x"),
+            Err("is not a directory in")
+        );
+        assert_eq!(
+            image_dir(&store, &layers, "data"),
+            Err("is not in"),
+            "deleted above"
+        );
+        assert_eq!(image_dir(&store, &layers, "nope/deeper"), Err("is not in"));
+        assert_eq!(
+            image_dir(&store, &layers, "srv/web"),
+            Err("crosses a symbolic link in")
+        );
     }
 
     #[test]

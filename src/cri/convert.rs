@@ -56,7 +56,10 @@ fn non_negative(field: &str, v: i64) -> Result<u64, Status> {
     u64::try_from(v).map_err(|_| invalid(field, format!("{v} is negative")))
 }
 
-fn resources(field: &str, r: &cri::LinuxContainerResources) -> Result<Resources, Status> {
+pub(crate) fn resources(
+    field: &str,
+    r: &cri::LinuxContainerResources,
+) -> Result<Resources, Status> {
     Ok(Resources {
         cpu_period: non_negative(&format!("{field}.cpu_period"), r.cpu_period)?,
         // CRI sends -1 (or 0) for "no quota".
@@ -138,10 +141,21 @@ fn namespace_options(c: &mut SandboxConfig, o: &cri::NamespaceOption) -> Result<
                         })
                         .collect()
                 };
-                Some(UserNamespace {
+                let ns = UserNamespace {
                     uids: list(&u.uids),
                     gids: list(&u.gids),
-                })
+                };
+                // The rules, named by the CRI's fields (the domain's say
+                // user_namespace.uids).
+                ns.validate().map_err(|e| {
+                    let msg = e.to_string();
+                    Status::invalid_argument(cri_message(&msg.replacen(
+                        "user_namespace.",
+                        &format!("{field}."),
+                        1,
+                    )))
+                })?;
+                Some(ns)
             }
             Ok(m) => {
                 return Err(invalid(
@@ -550,7 +564,7 @@ mod tests {
             (
                 cri::NamespaceMode::Pod,
                 vec![m(0, 1000), m(0, 2000)],
-                "user_namespace.uids: 2 mappings",
+                "userns_options.uids: 2 mappings",
             ),
             (
                 cri::NamespaceMode::Pod,

@@ -815,11 +815,31 @@ impl RuntimeService for RuntimeApi {
     ) -> Result<Response<cri::ListPodSandboxMetricsResponse>, Status> {
         Err(unimplemented("ListPodSandboxMetrics"))
     }
+    /// kubelet has resized the pod's cgroup itself (its pod slice, which
+    /// podscope's units sit in) and says so, best effort: the pod's new
+    /// resources are recorded and given to its scope as at RunPodSandbox
+    /// (UpdateResources on the bus). Overhead stays as created; a request
+    /// without resources changes nothing.
     async fn update_pod_sandbox_resources(
         &self,
-        _: Request<cri::UpdatePodSandboxResourcesRequest>,
+        req: Request<cri::UpdatePodSandboxResourcesRequest>,
     ) -> Result<Response<cri::UpdatePodSandboxResourcesResponse>, Status> {
-        Err(unimplemented("UpdatePodSandboxResources"))
+        let req = req.into_inner();
+        let id = req.pod_sandbox_id;
+        let frontend = self.0.clone();
+        traced("UpdatePodSandboxResources", &id.clone(), async move {
+            let Some(r) = req.resources else {
+                return Ok(cri::UpdatePodSandboxResourcesResponse {});
+            };
+            let wire: crate::api::Resources = convert::resources("resources", &r)?.into();
+            let (id, w) = (&id, &wire);
+            frontend
+                .daemon
+                .rpc(|m| async move { m.update_resources(id, w).await })
+                .await?;
+            Ok(cri::UpdatePodSandboxResourcesResponse {})
+        })
+        .await
     }
 
     // The List calls as streams (KEP-5825, kubelet's CRIListStreaming

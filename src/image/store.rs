@@ -109,6 +109,12 @@ impl ImageStore {
             let p = root.join(d);
             fs::create_dir_all(&p).io_context(format!("create {}", p.display()))?;
         }
+        // Root's alone, as the rest of the state: the state directory is
+        // open to traversal while a user-namespace pod's container is
+        // started (rootfs::open_to_traverse), and layers hold whatever
+        // files the images do. Overlays read their layers with the
+        // daemon's credentials, so nothing else needs in.
+        crate::store::private_dir(root).io_context(format!("make {} private", root.display()))?;
         let tmp = root.join("tmp");
         for e in fs::read_dir(&tmp).io_context("read tmp")?.flatten() {
             let p = e.path();

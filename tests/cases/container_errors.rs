@@ -366,7 +366,7 @@ async fn an_image_volume_of_a_missing_image_is_not_found() {
 /// its place; a sub path the image lacks fails the start naming it, and
 /// leaves nothing mounted.
 #[tokio::test(flavor = "multi_thread")]
-async fn an_image_volume_is_the_images_directory_read_only_and_a_missing_sub_path_is_named() {
+async fn an_image_volume_is_the_images_directory_read_only_and_a_bad_sub_path_is_named_at_create() {
     let _cleanup = Cleanup::new();
     let (m, _c) = manager().await;
     pull_busybox(&m).await;
@@ -401,16 +401,23 @@ async fn an_image_volume_is_the_images_directory_read_only_and_a_missing_sub_pat
             "{handler}: {} {err}",
             r.exit_code
         );
-        let (bad, _) = m
-            .create_container(&pod, "nosub", 0, BUSYBOX, &volume("not/in/it"))
-            .await
-            .unwrap();
-        start_fails(
+        // Named at Create, as kubelet expects (CreateContainerError).
+        create_fails(
             &m,
-            &bad,
-            &[ErrorKind::InvalidArgument],
+            &pod,
+            BUSYBOX,
+            volume("not/in/it"),
+            ErrorKind::InvalidArgument,
             "mounts[0].image_sub_path: \"not/in/it\" is not in image",
-            Duration::from_secs(10),
+        )
+        .await;
+        create_fails(
+            &m,
+            &pod,
+            BUSYBOX,
+            volume("etc/passwd"),
+            ErrorKind::InvalidArgument,
+            "mounts[0].image_sub_path: \"etc/passwd\" is not a directory in image",
         )
         .await;
         m.remove(&pod).await.unwrap();

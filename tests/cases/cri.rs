@@ -194,10 +194,21 @@ async fn cri_runtime_answers_version_status_config_and_image_fs() {
         .iter()
         .map(|h| h.name.as_str())
         .collect();
-    assert_eq!(handlers, ["", "crun", "runc"]);
-    assert!(!st.runtime_handlers[0].features.unwrap().user_namespaces);
+    // The harness's handlers: Debian's crun (the default, also as "")
+    // and runc, and crun 1.27 as crun-userns, the one with idmapped
+    // mounts.
+    assert_eq!(handlers, ["", "crun", "crun-userns", "runc"]);
+    let userns: Vec<bool> = st
+        .runtime_handlers
+        .iter()
+        .map(|h| h.features.unwrap().user_namespaces)
+        .collect();
+    assert_eq!(userns, [false, false, true, false]);
     let info: serde_json::Value = serde_json::from_str(&st.info["info"]).unwrap();
     assert_eq!(info["state_dir"], "/var/lib/podscope");
+    // Where the roots live, as containerd names it (critest reads it).
+    let config: serde_json::Value = serde_json::from_str(&st.info["config"]).unwrap();
+    assert_eq!(config["stateDir"], "/var/lib/podscope/containers");
 
     let rc = c
         .runtime_config(cri::RuntimeConfigRequest {})
@@ -296,6 +307,26 @@ async fn cri_pod_lifecycle_in_kubelet_order() {
         sh(&format!("systemctl is-active podscope-{id}.scope")).trim(),
         "active"
     );
+    // kubelet resized the pod (its own slice) and says so: recorded, and
+    // the scope's limit follows, as RunPodSandbox's did.
+    c.update_pod_sandbox_resources(cri::UpdatePodSandboxResourcesRequest {
+        pod_sandbox_id: id.clone(),
+        overhead: None,
+        resources: Some(cri::LinuxContainerResources {
+            memory_limit_in_bytes: 512 << 20,
+            cpu_quota: -1,
+            ..Default::default()
+        }),
+    })
+    .await
+    .unwrap();
+    let info: serde_json::Value =
+        serde_json::from_str(&status(&mut c, &id).await.info["info"]).unwrap();
+    assert_eq!(info["resources"]["memory_limit_in_bytes"], 512u64 << 20);
+    assert_eq!(
+        sh(&format!("systemctl show -P MemoryMax podscope-{id}.scope")).trim(),
+        (512u64 << 20).to_string()
+    );
 
     // List with each filter.
     assert!(list(&mut c, "", None, &[]).await.contains(&id));
@@ -332,8 +363,9 @@ async fn cri_pod_lifecycle_in_kubelet_order() {
     );
     let mem = linux.memory.unwrap();
     assert!(mem.working_set_bytes.unwrap().value >= 24 << 20, "{mem:?}");
-    // 256 MiB limit, so what is left is reported.
-    assert!(mem.available_bytes.unwrap().value <= 256 << 20);
+    // A 512 MiB limit (raised from 256 by UpdatePodSandboxResources
+    // above), so what is left is reported.
+    assert!(mem.available_bytes.unwrap().value <= 512 << 20);
     assert_eq!(linux.process.unwrap().process_count.unwrap().value, 2);
     let net = linux.network.unwrap();
     assert_eq!(net.default_interface.unwrap().name, "eth0");

@@ -75,6 +75,16 @@ async fn a_pod_in_a_user_namespace_owns_its_root_and_its_volumes() {
         ..sh_cmd("exec sleep 600")
     };
     let id = run(&m, &pod, "owner", o).await;
+    // The idmapped layers' binds went once the overlays held them.
+    let bundle = format!("/var/lib/podscope/containers/{id}");
+    assert!(!std::path::Path::new(&format!("{bundle}/rootfs.lower")).exists());
+    assert!(!std::path::Path::new(&format!("{bundle}/volumes/1.lower")).exists());
+    assert!(
+        !std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .contains(".lower"),
+        "an idmapped layer is still bound"
+    );
     let r = m
         .exec_sync(
             &id,
