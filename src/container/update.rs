@@ -6,6 +6,50 @@ use super::*;
 use crate::domain::container::ContainerResources;
 
 impl<S: SystemdClient + Clone> Containers<S> {
+    /// A memory limit below what the container uses now is refused by
+    /// name, the container left as it was: the kernel would reclaim what
+    /// it can and OOM-kill the container for the rest (kubelet itself
+    /// defers such a resize, as the CRI's in-place resize asks).
+    fn check_memory_not_below_usage(
+        &self,
+        c: &crate::domain::Container,
+        resources: &ContainerResources,
+    ) -> Result<()> {
+        let limit = resources.memory_limit_in_bytes;
+        if limit == 0 {
+            return Ok(());
+        }
+        let Some(dir) = oom::memory_dir(self.oom_layout, &c.cgroup_path()) else {
+            return Ok(());
+        };
+        // The working set, as kubelet counts it: usage less the inactive
+        // page cache, which the kernel gives back without a kill.
+        let (file, inactive) = match self.oom_layout {
+            oom::Layout::V1 => ("memory.usage_in_bytes", "total_inactive_file"),
+            _ => ("memory.current", "inactive_file"),
+        };
+        let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+        let usage = read(file).and_then(|s| s.trim().parse::<u64>().ok());
+        let cache = read("memory.stat")
+            .and_then(|s| {
+                s.lines().find_map(|l| {
+                    let (k, v) = l.split_once(' ')?;
+                    (k == inactive).then(|| v.trim().parse::<u64>().ok())?
+                })
+            })
+            .unwrap_or(0);
+        match usage.map(|u| u.saturating_sub(cache)) {
+            Some(used) if used > limit => Err(Error::invalid(
+                "resources.memory_limit_in_bytes",
+                format!(
+                    "{limit} is below the working set of container {} ({used} bytes): the kernel would OOM-kill it",
+                    c.id
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     pub async fn update_resources(
         &self,
         entry: &Arc<ContainerEntry>,
@@ -32,6 +76,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             )));
         }
         if c.state == ContainerState::Running {
+            self.check_memory_not_below_usage(&c, &resources)?;
             // Every limit, those no longer wanted reset to none.
             let mut props: Vec<(&'static str, Prop)> =
                 crate::domain::resources::scope_property_updates(

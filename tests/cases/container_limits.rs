@@ -180,6 +180,49 @@ async fn update_container_resources_moves_memory_max_and_removing_the_limit_rese
     m.remove(&pod).await.unwrap();
 }
 
+/// A resize below what the container holds is a named error and changes
+/// nothing: the limit, the record and the container stay as they were.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_memory_resize_below_the_working_set_is_refused_by_name() {
+    let _cleanup = Cleanup::new();
+    let (m, _c) = manager().await;
+    pull_busybox(&m).await;
+    let (pod, _) = log_pod(&m, "ctr-shrink", "").await;
+    let o = ContainerOptions {
+        resources: Resources {
+            memory_limit_in_bytes: 256 << 20,
+            ..Default::default()
+        },
+        log_path: "shrink/0.log".into(),
+        // 48 MiB held in a variable, then "held" said and a long wait.
+        ..sh_cmd("x=$(head -c 50331648 /dev/zero | tr '\\0' a); echo held; sleep 600; echo ${#x}")
+    };
+    let id = run(&m, &pod, "shrink", o).await;
+    let s = m.container_status(&id).await.unwrap();
+    wait_until(Duration::from_secs(30), || {
+        std::fs::read_to_string(&s.log_path).is_ok_and(|l| l.contains("held"))
+    });
+    let less = Resources {
+        memory_limit_in_bytes: 16 << 20,
+        ..Default::default()
+    };
+    let e = m
+        .update_container_resources(&id, &less)
+        .await
+        .expect_err("a limit below the working set");
+    let (k, msg) = classify(&e);
+    assert_eq!(k, podscope::ErrorKind::InvalidArgument, "{msg}");
+    assert!(
+        msg.contains("resources.memory_limit_in_bytes") && msg.contains("below the working set"),
+        "{msg}"
+    );
+    assert_eq!(unit_prop(&s.unit, "MemoryMax"), (256u64 << 20).to_string());
+    let after = m.container_status(&id).await.unwrap();
+    assert_eq!(after.resources.memory_limit_in_bytes, 256 << 20);
+    assert_eq!(after.state, ContainerState::Running);
+    m.remove(&pod).await.unwrap();
+}
+
 /// The hugepage limit the kernel enforces on a container (cgroup v1's
 /// hugetlb hierarchy, where these machines have it, or v2's unit cgroup),
 /// and whether `pid` is in that cgroup.
