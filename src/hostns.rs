@@ -869,26 +869,43 @@ fn spawn_child(ns: RawFd, ops: &[Op], sock: RawFd, cmsg_space: &mut [u8]) -> io:
         sock,
         cmsg_space,
     };
-    // SAFETY: the stack is ours until the child has exited (CLONE_VFORK);
-    // the signal masks are this thread's, restored before returning.
+    // SAFETY: the stack is ours until the child has exited (CLONE_VFORK).
     unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = libc::clone(
+        clone_blocked(
             child_entry,
-            stack.top(),
+            &stack,
             libc::CLONE_VM | libc::CLONE_FILES | libc::CLONE_VFORK | libc::SIGCHLD,
             (&mut args as *mut ChildArgs<'_>).cast(),
-        );
-        let e = io::Error::last_os_error();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        if pid < 0 {
-            return Err(e);
-        }
-        Ok(pid)
+        )
     }
+}
+
+/// `clone(entry, stack, flags, arg)` with every signal blocked around it,
+/// so that no handler of the daemon's runs in the child (which inherits
+/// the mask); this thread's mask is restored before returning. The child's
+/// pid.
+///
+/// # Safety
+/// `stack` and what `arg` points to must outlive the child, and `entry`
+/// must make only raw system calls (the child shares the daemon's memory
+/// where `flags` has CLONE_VM).
+pub(crate) unsafe fn clone_blocked(
+    entry: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    stack: &ChildStack,
+    flags: libc::c_int,
+    arg: *mut libc::c_void,
+) -> io::Result<i32> {
+    let mut all: libc::sigset_t = std::mem::zeroed();
+    let mut old: libc::sigset_t = std::mem::zeroed();
+    libc::sigfillset(&mut all);
+    libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+    let pid = libc::clone(entry, stack.top(), flags, arg);
+    let e = io::Error::last_os_error();
+    libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+    if pid < 0 {
+        return Err(e);
+    }
+    Ok(pid)
 }
 
 /// The child: join the host's mount namespace, do each op, report.

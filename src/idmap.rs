@@ -71,30 +71,21 @@ pub fn create(uids: &[IdMapping], gids: &[IdMapping]) -> io::Result<MappedUserNs
         wait_fd: wait_r.as_raw_fd(),
     };
     // SAFETY: the stack and `args` outlive the child (reaped below before
-    // either drops); the signal mask is this thread's, restored at once.
+    // either drops); the child makes raw system calls only.
     let pid = unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = libc::clone(
+        crate::hostns::clone_blocked(
             child_entry,
-            stack.top(),
+            &stack,
             libc::CLONE_VM | libc::CLONE_FILES | libc::CLONE_NEWUSER | libc::SIGCHLD,
             (&args as *const ChildArgs).cast_mut().cast(),
-        );
-        let e = io::Error::last_os_error();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        if pid < 0 {
-            return Err(io::Error::new(
-                e.kind(),
-                format!(
-                    "clone a user namespace: {e} (podscoped needs `user` in RestrictNamespaces=)"
-                ),
-            ));
-        }
-        pid
-    };
+        )
+    }
+    .map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("clone a user namespace: {e} (podscoped needs `user` in RestrictNamespaces=)"),
+        )
+    })?;
     let result = (|| {
         let write = |file: &str, text: &str| {
             let path = format!("/proc/{pid}/{file}");
