@@ -278,8 +278,9 @@ bench: deps build
 	@for f in containerd containerd-shim-runc-v2; do \
 	  test -f "$(CONTAINERD_2_3_XZ)/$$f.xz" || { \
 	    echo "$@: $(CONTAINERD_2_3_XZ)/$$f.xz not found (set CONTAINERD_2_3_XZ=...)" >&2; exit 1; }; \
-	  mkdir -p $(CONTAINERD_2_3) && xz -dc "$(CONTAINERD_2_3_XZ)/$$f.xz" > $(CONTAINERD_2_3)/$$f && \
-	  chmod 0755 $(CONTAINERD_2_3)/$$f || exit 1; done
+	  out=$(CONTAINERD_2_3)/$$f; if [ ! -x "$$out" ] || [ "$$out" -ot "$(CONTAINERD_2_3_XZ)/$$f.xz" ]; then \
+	  mkdir -p $(CONTAINERD_2_3) && xz -dc "$(CONTAINERD_2_3_XZ)/$$f.xz" > "$$out.part" && \
+	  chmod 0755 "$$out.part" && mv "$$out.part" "$$out" || exit 1; fi; done
 	$(CARGO) build --locked --features harness-tests,failpoints --bin podscoped
 	FAILPOINT_DAEMON=$(abspath target/debug/podscoped) CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" KUBELET="$(KUBELET)" \
 	  KUBELET_1_36="$(K8S_1_36)/kubelet" \
