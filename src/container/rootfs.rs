@@ -172,7 +172,7 @@ pub async fn mount(
         // The upper directory is the root of the container's tree: the
         // pod's root owns it, and the runtime, already in the pod's user
         // namespace when it opens the root, must reach it through the
-        // bundle (traverse only: nothing in it is readable to others).
+        // bundle (traverse only: `open_to_traverse` says what that opens).
         let (uid, gid) = i.root;
         std::os::unix::fs::chown(&dirs.upper, Some(uid), Some(gid))
             .io_context(format!("chown {} to {uid}:{gid}", dirs.upper.display()))?;
