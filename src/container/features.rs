@@ -181,22 +181,21 @@ async fn ask(h: &RuntimeHandler, arg: &str) -> Answer {
 /// Asks the binary (no cache); None when it answered neither question.
 async fn probe(name: &str, h: &RuntimeHandler) -> Option<HandlerFeatures> {
     let kind = h.kind().expect("settings check the kind");
-    let says = match ask(h, "features").await {
-        Answer::Said(json) => match from_features(name, &json) {
-            Some(s) => s,
-            None => from_version(name, kind, &said(ask(h, "--version").await)?),
-        },
-        Answer::Refused => from_version(name, kind, &said(ask(h, "--version").await)?),
+    // A features document it cannot read, or a refusal, falls back to
+    // the version; a runtime that hung is asked nothing more.
+    let from_json = match ask(h, "features").await {
+        Answer::Said(json) => from_features(name, &json),
+        Answer::Refused => None,
         Answer::Silent => return None,
     };
+    let says = match from_json {
+        Some(s) => s,
+        None => match ask(h, "--version").await {
+            Answer::Said(text) => from_version(name, kind, &text),
+            Answer::Refused | Answer::Silent => return None,
+        },
+    };
     Some(daemon_can(combine(says, kernel())))
-}
-
-fn said(a: Answer) -> Option<String> {
-    match a {
-        Answer::Said(s) => Some(s),
-        Answer::Refused | Answer::Silent => None,
-    }
 }
 
 /// Whether the daemon itself can make a pod's idmapped layers

@@ -24,11 +24,11 @@ impl<S: SystemdClient> Pods<S> {
             // Refused here, by name, rather than at the first container's
             // start: kubelet sends hostUsers: false pods only to handlers
             // that advertise user namespaces, other clients may not ask.
-            let name = match config.runtime_handler.as_str() {
-                "" => self.settings.default_runtime.as_str(),
-                n => n,
-            };
-            let f = crate::container::features::of(name, &self.settings.runtimes[name]).await;
+            let (name, handler) = self
+                .settings
+                .runtime(&config.runtime_handler)
+                .expect("handler_known above");
+            let f = crate::container::features::of(name, handler).await;
             if !f.user_namespaces {
                 let why = f.why_not.iter().find(|w| w.starts_with("user namespaces"));
                 return Err(Error::invalid(
