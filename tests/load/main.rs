@@ -363,22 +363,32 @@ async fn assert_nothing_left(
     );
 }
 
-/// A burst at the full node's concurrency, created and drained: the
-/// daemon's descriptors and RSS (KiB) once it is idle after it.
-async fn warm_up(ep: &Endpoint) -> (u64, u64) {
+/// A burst at the full node's concurrency and with the pods' annotations of
+/// the bursts to come, created and drained: the daemon's descriptors and
+/// RSS (KiB) once it is idle after it. The annotations matter: blocks of
+/// their size (below the daemon's mmap threshold) leave the allocator's
+/// heaps shaped as a burst of them does. The RSS is taken as the drain's
+/// is, once the daemon has trimmed its heaps (every 5 s when idle): taken
+/// a second after the burst, before any trim, the baseline varied by
+/// 1.5 MiB from run to run.
+async fn warm_up(ep: &Endpoint, annotation_bytes: usize) -> (u64, u64) {
     let shape = Shape {
         pods: 16,
         per_pod: 4,
         clients: FULL_NODE.clients,
-        annotation_bytes: 0,
+        annotation_bytes,
     };
     let warm = node_load::create(ep, "warm", shape, Retry::Never).await;
     assert_clean("warm-up", &warm, &[]);
     let drain = node_load::drain(ep, &warm.pods, shape.clients, Retry::Never).await;
     assert_clean("warm-up drain", &drain, &[]);
-    tokio::time::sleep(Duration::from_secs(1)).await;
     let pid = daemon_pid();
-    (fds_of(pid), rss_kib(pid))
+    let mut rss = rss_kib(pid);
+    for _ in 0..12 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        rss = rss.min(rss_kib(pid));
+    }
+    (fds_of(pid), rss)
 }
 
 #[tokio::main]
@@ -390,23 +400,22 @@ async fn main() {
     m.pull_image(node_load::IMAGE, &PullOptions::default())
         .await
         .expect("pull the containers' image");
-    // Warm-up, at the full node's concurrency: what the daemon opens once
-    // and keeps (its connections to machined and the registry) and its
-    // one-time high water marks (its threads' stacks, its tables' sizes)
-    // are in the baseline, so what is held against it is what a burst
-    // leaves.
-    let (base_fds, base_rss) = warm_up(&ep).await;
-    say(
-        t0,
-        format!("ready: podscoped has {base_fds} descriptors open, {base_rss} KiB RSS"),
-    );
-
     // 1. A full node, created and drained; each pod with 200 KiB of
     // annotations, so that ListPodSandbox must keep to its budget.
     let shape = Shape {
         annotation_bytes: 200 * 1024,
         ..FULL_NODE
     };
+    // Warm-up, at the full node's concurrency: what the daemon opens once
+    // and keeps (its connections to machined and the registry) and its
+    // one-time high water marks (its threads' stacks, its tables' sizes)
+    // are in the baseline, so what is held against it is what a burst
+    // leaves.
+    let (base_fds, base_rss) = warm_up(&ep, shape.annotation_bytes).await;
+    say(
+        t0,
+        format!("ready: podscoped has {base_fds} descriptors open, {base_rss} KiB RSS"),
+    );
     let containers = (shape.pods * shape.per_pod) as u64;
     let watch = Watch::start(None);
     let b = node_load::create(&ep, "full", shape, Retry::Never).await;
@@ -460,7 +469,7 @@ async fn main() {
     // of a daemon restarted and warmed up as at the start (no connection
     // to the registry pooled, as it pulls nothing).
     restart_daemon();
-    let (base_fds, base_rss) = warm_up(&ep).await;
+    let (base_fds, base_rss) = warm_up(&ep, shape.annotation_bytes).await;
     say(
         t0,
         format!(
