@@ -234,7 +234,8 @@ e2e: deps build
 K8S_1_36_DIR ?= $(abspath ../shared/tools/k8s-1.36)
 KUBECTL ?= /var/cache/podscope-test/kubectl-1.37.1/bin/kubectl
 CLUSTER_TOOLS := etcd kube-apiserver kube-controller-manager kube-scheduler kubelet crictl
-cluster: deps build
+# (The cluster's tools and crun 1.27 unpacked; a missing one fails.)
+define cluster_tools
 	@test -x "$(KUBECTL)" || { echo "$@: $(KUBECTL) not found (make deps installs it; or set KUBECTL=...)" >&2; exit 1; }
 	@for f in $(CLUSTER_TOOLS); do \
 	  test -f "$(K8S_1_36_DIR)/$$f.xz" || { echo "$@: $(K8S_1_36_DIR)/$$f.xz not found (set K8S_1_36_DIR=...)" >&2; exit 1; }; \
@@ -242,6 +243,9 @@ cluster: deps build
 	  mkdir -p $(K8S_1_36) && xz -dc "$(K8S_1_36_DIR)/$$f.xz" > "$$out.part" && \
 	  chmod 0755 "$$out.part" && mv "$$out.part" "$$out" || exit 1; fi; done
 	$(call unxz_tool,CRUN_1_27_XZ,$(CRUN_1_27))
+endef
+cluster: deps build
+	$(cluster_tools)
 	K8S="$(K8S_1_36)" KUBECTL="$(KUBECTL)" CRUN_1_27="$(CRUN_1_27)" $(TIMED) cluster tests/cluster/run-cluster.sh
 
 # A full node's load (tests/load): 110 pods with 4 containers each created
@@ -302,9 +306,15 @@ bench: deps build
 	  mkdir -p $(CONTAINERD_2_3) && xz -dc "$(CONTAINERD_2_3_XZ)/$$f.xz" > "$$out.part" && \
 	  chmod 0755 "$$out.part" && mv "$$out.part" "$$out" || exit 1; fi; done
 	$(CARGO) build --locked --features harness-tests,failpoints --bin podscoped
-	FAILPOINT_DAEMON=$(abspath target/debug/podscoped) CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" KUBELET="$(KUBELET)" \
+	@if [ "$(BENCH)" != cluster ]; then \
+	  FAILPOINT_DAEMON=$(abspath target/debug/podscoped) CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" KUBELET="$(KUBELET)" \
 	  KUBELET_1_36="$(K8S_1_36)/kubelet" \
-	  tests/harness/harness.sh run env CONTAINERD_2_3=$(CONTAINERD_2_3) $(RELEASE)/podscope-bench $(BENCH)
+	  tests/harness/harness.sh run env CONTAINERD_2_3=$(CONTAINERD_2_3) $(RELEASE)/podscope-bench \
+	  $(filter-out cluster,$(BENCH)); fi
+	$(if $(or $(filter cluster,$(BENCH)),$(if $(BENCH),,all)),$(cluster_tools))
+	@if [ -z "$(BENCH)" ] || echo " $(BENCH) " | grep -q " cluster "; then \
+	  K8S="$(K8S_1_36)" KUBECTL="$(KUBECTL)" CRUN_1_27="$(CRUN_1_27)" CONTAINERD_2_3=$(CONTAINERD_2_3) \
+	  tests/cluster/run-cluster.sh bench; fi
 
 # Binary packages, built from packaging/ into target/deb and target/rpm.
 # They package the binaries `make build` made: dpkg-buildpackage and

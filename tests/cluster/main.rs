@@ -7,7 +7,10 @@
 //! its time.
 //!
 //! CLUSTER_FOCUS=word|word runs only the checks whose name holds a word.
+//! `bench RUNTIME` and `bench-table` are make bench's cluster section
+//! (bench.rs) instead.
 
+mod bench;
 mod checks;
 mod kubectl;
 mod node;
@@ -48,6 +51,15 @@ fn main() {
         nodes: Node::all(),
         t0: Instant::now(),
     };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("bench") => {
+            checks::setup(&cluster);
+            return bench::run(&cluster, args.get(1).expect("cluster bench RUNTIME"));
+        }
+        Some("bench-table") => return bench::table(),
+        _ => {}
+    }
     let focus: Vec<String> = std::env::var("CLUSTER_FOCUS")
         .map(|f| f.split('|').map(str::to_string).collect())
         .unwrap_or_default();

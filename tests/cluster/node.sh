@@ -8,6 +8,11 @@
 #       route to each other node's pods through that node. Then kubelet
 #       1.36 (tests/e2e/kubelet.sh) with the node's kubeconfig; returns
 #       once it answers /healthz.
+#   node.sh containerd NAME NODE_IP
+#       make bench's other side: kubelet stopped (its pods removed), podscope
+#       stopped, containerd 2.3.4 started as the bench's anchor
+#       (tests/harness/anchor/containerd.sh, CONTAINERD_2_3), and kubelet
+#       started again on it, the same node to the API server.
 #   node.sh stop
 #       kubelet stopped and its pods removed through the CRI.
 #
@@ -62,12 +67,28 @@ EOF
     mountpoint -q /var/lib/kubelet || mount -t tmpfs -o mode=0700 tmpfs /var/lib/kubelet
     install -D -m 0600 "$STATE/kubelet-$name.kubeconfig" /etc/kubernetes/kubelet.kubeconfig
     install -D -m 0644 "$STATE/pki/ca.crt" /etc/kubernetes/pki/ca.crt
-    KUBELET=$KUBELET_1_36 KUBECONFIG=/etc/kubernetes/kubelet.kubeconfig NODE_NAME=$name NODE_IP=$ip \
-        CLIENT_CA=/etc/kubernetes/pki/ca.crt "$REPO/tests/e2e/kubelet.sh" start
+    kubelet "$name" "$ip"
+}
+
+# kubelet NAME NODE_IP [ENDPOINT]: kubelet 1.36 joined as NAME.
+kubelet() {
+    KUBELET=$KUBELET_1_36 KUBELET_KUBECONFIG=/etc/kubernetes/kubelet.kubeconfig NODE_NAME=$1 NODE_IP=$2 \
+        CLIENT_CA=/etc/kubernetes/pki/ca.crt "$REPO/tests/e2e/kubelet.sh" start ${3:+"$3"}
+}
+
+containerd() {
+    local name=${1:?} ip=${2:?}
+    : "${CONTAINERD_2_3:?CONTAINERD_2_3 names the directory of containerd 2.3.4}"
+    KUBELET=$KUBELET_1_36 "$REPO/tests/e2e/kubelet.sh" stop
+    systemctl stop podscope-cri.socket podscope-cri.service podscoped.service
+    CONTAINERD=$CONTAINERD_2_3/containerd "$REPO/tests/harness/anchor/containerd.sh" start
+    eval "$("$REPO/tests/harness/anchor/containerd.sh" env)"
+    kubelet "$name" "$ip" "$ANCHOR_ENDPOINT"
 }
 
 case ${1:-} in
     start) shift; start "$@" ;;
+    containerd) shift; containerd "$@" ;;
     stop) KUBELET=${KUBELET_1_36:-} "$REPO/tests/e2e/kubelet.sh" stop ;;
-    *) echo "usage: node.sh start NAME NODE_IP POD_CIDR [CIDR=VIA ...] | stop" >&2; exit 2 ;;
+    *) echo "usage: node.sh start NAME NODE_IP POD_CIDR [CIDR=VIA ...] | containerd NAME NODE_IP | stop" >&2; exit 2 ;;
 esac

