@@ -123,6 +123,23 @@ impl Node {
         left
     }
 
+    /// Wait (60 s at most) until nothing of sandbox ID is left on the node
+    /// (`remains_of`); WHAT names it in the panic.
+    pub fn wait_nothing_left_of(&self, sandbox: &str, what: &str) {
+        crate::kubectl::wait(
+            &format!("{what}'s units, netns and lease gone from {}", self.name),
+            std::time::Duration::from_secs(60),
+            || {
+                let remains = self.remains_of(sandbox);
+                if remains.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("{remains:?}"))
+                }
+            },
+        );
+    }
+
     /// The sandbox's state as crictl shows it (SANDBOX_READY or
     /// SANDBOX_NOTREADY), None once it is removed.
     pub fn sandbox_state(&self, sandbox: &str) -> Option<String> {

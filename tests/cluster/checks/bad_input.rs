@@ -3,7 +3,7 @@
 //! named in the pod's events or status as kubelet reports podscope's error,
 //! and once the pod is deleted nothing of it is left on its node.
 
-use super::{container, IDLE, IMAGE};
+use super::{container, pod, IDLE, IMAGE};
 use crate::kubectl::{self, NS};
 use crate::{ok, Cluster};
 use serde_json::{json, Value};
@@ -12,14 +12,6 @@ use std::time::Duration;
 const NO_HANDLER: &str = "no-such-handler";
 const NO_IMAGE: &str = "registry.k8s.io/e2e-test-images/no-such-image:1.0";
 const NO_SUB_PATH: &str = "no/such/dir";
-
-fn pod(name: &str, spec: Value) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": { "name": name, "namespace": NS, "labels": { "app": name } },
-        "spec": spec,
-    })
-}
 
 pub fn bad_input(c: &Cluster) {
     kubectl::apply(&json!({
@@ -116,18 +108,7 @@ fn cleaned_up(c: &Cluster, name: &str, p: &Value) {
     let sandboxes = node.sandboxes_of(uid);
     kubectl::run(&["delete", "pod", "-n", NS, name, "--grace-period=1"]);
     for s in &sandboxes {
-        kubectl::wait(
-            &format!("{name}'s sandbox {s} stopped on {}", node.name),
-            Duration::from_secs(60),
-            || {
-                let remains = node.remains_of(s);
-                if remains.is_empty() {
-                    Ok(())
-                } else {
-                    Err(format!("{remains:?}"))
-                }
-            },
-        );
+        node.wait_nothing_left_of(s, name);
     }
     assert!(
         node.crictl(&format!("ps -a -q --label io.kubernetes.pod.uid={uid}"))

@@ -151,18 +151,7 @@ pub fn across_nodes(c: &Cluster) {
     ok!(c.t0, "rolled out: {}", kubectl::summary(&new));
     for o in &old {
         let node = c.node(&o.node);
-        kubectl::wait(
-            &format!("{}'s units, netns and lease gone from {}", o.name, o.node),
-            Duration::from_secs(60),
-            || {
-                let remains = node.remains_of(&o.sandbox);
-                if remains.is_empty() {
-                    Ok(())
-                } else {
-                    Err(format!("{remains:?}"))
-                }
-            },
-        );
+        node.wait_nothing_left_of(&o.sandbox, &o.name);
         let state = node.sandbox_state(&o.sandbox);
         assert!(
             state.as_deref().is_none_or(|s| s == "SANDBOX_NOTREADY"),

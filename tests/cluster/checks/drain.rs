@@ -75,18 +75,7 @@ pub fn drain(c: &Cluster) {
         kubectl::summary(&left)
     );
     for (name, sandbox) in &sandboxes {
-        kubectl::wait(
-            &format!("{name}'s units, netns and lease gone from {}", drained.name),
-            Duration::from_secs(60),
-            || {
-                let remains = drained.remains_of(sandbox);
-                if remains.is_empty() {
-                    Ok(())
-                } else {
-                    Err(format!("{remains:?}"))
-                }
-            },
-        );
+        drained.wait_nothing_left_of(sandbox, name);
     }
     let running = drained.crictl("ps -q");
     let ds_only = running.lines().count();

@@ -61,6 +61,15 @@ pub fn container(name: &str, script: &str) -> Value {
     })
 }
 
+/// A pod of the checks' namespace labelled `app=NAME`.
+pub fn pod(name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": name, "namespace": NS, "labels": { "app": name } },
+        "spec": spec,
+    })
+}
+
 /// A shell that idles until TERM.
 pub const IDLE: &str = "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done";
 

@@ -3,7 +3,7 @@
 //! period and a preStop hook. The objects are made at once; each is then
 //! checked from kubectl and on its node.
 
-use super::{container, IDLE, IMAGE};
+use super::{container, pod, IDLE, IMAGE};
 use crate::kubectl::{self, NS};
 use crate::node::Node;
 use crate::{ok, Cluster};
@@ -14,14 +14,6 @@ use std::time::{Duration, Instant};
 const PRESTOP_DIR: &str = "/var/lib/cluster-checks/prestop";
 /// The grace period `kubectl delete --grace-period` gives the stubborn pod.
 const GRACE: u64 = 4;
-
-fn pod(name: &str, spec: Value) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": { "name": name, "namespace": NS, "labels": { "app": name } },
-        "spec": spec,
-    })
-}
 
 pub fn workloads(c: &Cluster) {
     kubectl::apply(&json!({
