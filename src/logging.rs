@@ -36,6 +36,7 @@ pub fn init(identifier: &str) {
 pub mod event {
     pub const CREATED: &str = "sandbox-created";
     pub const STARTED: &str = "sandbox-started";
+    pub const MACHINE_REGISTERED: &str = "machine-registered";
     pub const STOPPED: &str = "sandbox-stopped";
     pub const REMOVED: &str = "sandbox-removed";
     pub const NETWORK_ATTACHED: &str = "network-attached";

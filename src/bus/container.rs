@@ -14,14 +14,16 @@ use crate::container::{ContainerEntry, ListFilter};
 use crate::descriptors::cost;
 use crate::domain::container::ContainerConfig;
 use crate::error::{Error, Result};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::warn;
+use zbus::fdo::Properties;
 use zbus::interface;
 use zbus::message::Header;
-use zbus::object_server::SignalEmitter;
-use zbus::zvariant::OwnedObjectPath;
+use zbus::object_server::{Interface, SignalEmitter};
+use zbus::zvariant::{OwnedObjectPath, Value};
 
 pub struct ContainerObject {
     pub entry: Arc<ContainerEntry>,
@@ -119,14 +121,24 @@ impl ContainerObject {
 }
 
 impl ContainerObject {
-    /// PropertiesChanged for each property that is not "const".
+    /// One PropertiesChanged with every property that is not "const" (as
+    /// the sandbox's: one signal, not six).
     pub async fn emit_changes(&self, emitter: &SignalEmitter<'_>) -> zbus::Result<()> {
-        self.state_changed(emitter).await?;
-        self.started_at_changed(emitter).await?;
-        self.finished_at_changed(emitter).await?;
-        self.exit_code_changed(emitter).await?;
-        self.reason_changed(emitter).await?;
-        self.main_p_i_d_changed(emitter).await
+        let changed: HashMap<&str, Value<'_>> = HashMap::from([
+            ("State", self.state().into()),
+            ("StartedAt", self.started_at().into()),
+            ("FinishedAt", self.finished_at().into()),
+            ("ExitCode", self.exit_code().into()),
+            ("Reason", self.reason().into()),
+            ("MainPID", self.main_pid().into()),
+        ]);
+        Properties::properties_changed(
+            emitter,
+            <Self as Interface>::name(),
+            changed,
+            Cow::Borrowed(&[]),
+        )
+        .await
     }
 }
 

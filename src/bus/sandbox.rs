@@ -5,11 +5,14 @@
 use super::errors::BusError;
 use super::Service;
 use crate::registry::Entry;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
+use zbus::fdo::Properties;
 use zbus::interface;
 use zbus::message::Header;
-use zbus::object_server::SignalEmitter;
+use zbus::object_server::{Interface, SignalEmitter};
+use zbus::zvariant::Value;
 
 pub struct SandboxObject {
     pub entry: Arc<Entry>,
@@ -114,15 +117,25 @@ impl SandboxObject {
 }
 
 impl SandboxObject {
-    /// PropertiesChanged for each property that is not "const", with the
-    /// emitters zbus generates from the declarations above.
+    /// One PropertiesChanged with every property that is not "const" (the
+    /// names as the declarations above give them): zbus's emitters send a
+    /// signal per property, seven through the bus for each change.
     pub async fn emit_changes(&self, emitter: &SignalEmitter<'_>) -> zbus::Result<()> {
-        self.state_changed(emitter).await?;
-        self.started_at_changed(emitter).await?;
-        self.finished_at_changed(emitter).await?;
-        self.init_pid_changed(emitter).await?;
-        self.netns_path_changed(emitter).await?;
-        self.reason_changed(emitter).await?;
-        self.i_ps_changed(emitter).await
+        let changed: HashMap<&str, Value<'_>> = HashMap::from([
+            ("State", self.state().into()),
+            ("StartedAt", self.started_at().into()),
+            ("FinishedAt", self.finished_at().into()),
+            ("InitPid", self.init_pid().into()),
+            ("NetnsPath", self.netns_path().into()),
+            ("Reason", self.reason().into()),
+            ("IPs", self.ips().into()),
+        ]);
+        Properties::properties_changed(
+            emitter,
+            <Self as Interface>::name(),
+            changed,
+            Cow::Borrowed(&[]),
+        )
+        .await
     }
 }

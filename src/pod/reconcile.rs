@@ -21,17 +21,50 @@ impl<S: SystemdClient> Pods<S> {
             if !sb.machine.is_empty() && self.machined.is_registered(&sb).await {
                 continue;
             }
-            let mut next = sb.clone();
-            next.machine = self.machined.register(&sb).await;
-            if next.machine != sb.machine {
-                info!(sandbox_id = %sb.id, machine = %next.machine,
-                      "sandbox {}: registered with systemd-machined again as {:?}", sb.id, next.machine);
-                if let Err(e) = self.persist(&entry, next) {
-                    warn!(sandbox_id = %sb.id, "sandbox {}: {e}", sb.id);
-                }
+            if self.record_machine(&entry, &sb).await {
+                info!(sandbox_id = %sb.id, machine = %entry.with(|s| s.machine.clone()),
+                      "sandbox {}: registered with systemd-machined again", sb.id);
                 self.emit(Event::Changed(sb.id.clone()));
             }
         }
+    }
+
+    /// A pod Start just made Ready, registered with machined (Start's own
+    /// caller does not wait for it). Under the pod's lock: a pod stopped
+    /// or removed in the meantime is left alone. No signal: the pod's
+    /// state is the same, and its machine is in Status, not a property.
+    pub(super) async fn register_machine(&self, entry: &Entry) {
+        let _op = entry.op.lock().await;
+        let sb = entry.snapshot();
+        if entry.is_removed() || sb.state != State::Ready || !sb.machine.is_empty() {
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        let recorded = self.record_machine(entry, &sb).await;
+        failpoint::hit(failpoint::START_MACHINE_REGISTERED);
+        if recorded {
+            info!(event = crate::logging::event::MACHINE_REGISTERED, sandbox_id = %sb.id,
+                  machine = %entry.with(|s| s.machine.clone()),
+                  machine_us = t0.elapsed().as_micros() as u64,
+                  "sandbox {}: registered with systemd-machined", sb.id);
+        }
+    }
+
+    /// Register `sb` and record the name machined took with the pod's
+    /// checkpoint, so Stop knows what to unregister even after a daemon
+    /// restart; whether the name changed. The caller holds the pod's lock.
+    async fn record_machine(&self, entry: &Entry, sb: &Sandbox) -> bool {
+        let mut next = sb.clone();
+        next.machine = self.machined.register(sb).await;
+        if next.machine == sb.machine {
+            return false;
+        }
+        if let Err(e) = self.persist(entry, next) {
+            // machined forgets the machine with its scope all the same.
+            warn!(sandbox_id = %sb.id, "sandbox {}: record its machine: {e}", sb.id);
+            return false;
+        }
+        true
     }
 
     /// A `podscope-*` unit changed or went away: a Ready sandbox whose scope

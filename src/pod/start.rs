@@ -1,11 +1,12 @@
 //! Start: the network checked, podscope-init spawned, the transient scope
-//! made around it, the pod registered with machined: Ready.
+//! made around it: Ready. The pod is then registered with machined off
+//! the caller's path.
 
 use super::*;
 
 impl<S: SystemdClient> Pods<S> {
     /// Spawn the init and put it in a new transient scope: Ready.
-    pub async fn start(&self, entry: &Arc<Entry>) -> Result<Arc<Entry>> {
+    pub async fn start(self: &Arc<Self>, entry: &Arc<Entry>) -> Result<Arc<Entry>> {
         let _op = entry.op.lock().await;
         if entry.is_removed() {
             return Err(Error::not_found(format!("no sandbox with id {}", entry.id)));
@@ -36,6 +37,14 @@ impl<S: SystemdClient> Pods<S> {
                 timings.total = laps.total();
                 timings.log(&sb.id, &unit, pid);
                 self.emit(Event::Changed(sb.id.clone()));
+                // machinectl's view is not the pod's: RunPodSandbox does
+                // not wait for it (machined is activated on the first pod
+                // after 30 s without one, 0.2-0.5 s on a busy node). The
+                // task takes the pod's lock after this Start lets go of it,
+                // so a Stop either finds the machine recorded or comes
+                // first and the task finds the pod no longer Ready.
+                let (pods, entry2) = (self.clone(), entry.clone());
+                tokio::spawn(async move { pods.register_machine(&entry2).await });
                 Ok(entry.clone())
             }
             Err(e) => {
@@ -124,11 +133,6 @@ impl<S: SystemdClient> Pods<S> {
         timings.scope = laps.lap();
         failpoint::hit(failpoint::START_SCOPE_MADE);
         next.mark_ready(pid, now_usec());
-        // Recorded with the Ready checkpoint, so Stop knows what to
-        // unregister even after a daemon restart.
-        next.machine = self.machined.register(&next).await;
-        timings.machine = laps.lap();
-        failpoint::hit(failpoint::START_MACHINE_REGISTERED);
         Ok((next, timings))
     }
 

@@ -67,8 +67,6 @@ pub struct StartTimings {
     pub init: Duration,
     /// The transient scope's job.
     pub scope: Duration,
-    /// RegisterMachine.
-    pub machine: Duration,
     pub total: Duration,
 }
 
@@ -76,8 +74,7 @@ impl StartTimings {
     pub fn log(&self, id: &SandboxId, unit: &str, init_pid: u32) {
         info!(event = event::STARTED, sandbox_id = %id, unit = %unit, init_pid,
               network_us = us(self.network), init_us = us(self.init),
-              scope_us = us(self.scope), machine_us = us(self.machine),
-              total_us = us(self.total), "sandbox {id} started in {unit}");
+              scope_us = us(self.scope), total_us = us(self.total), "sandbox {id} started in {unit}");
     }
 }
 

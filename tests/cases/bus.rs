@@ -90,6 +90,14 @@ async fn signals_announce_create_state_changes_and_remove() {
         "ready",
         "PropertiesChanged carries the new State"
     );
+    // ...and, in the same signal, every other property that changed.
+    let st = m.status(&id).await.unwrap();
+    assert_ne!(st.init_pid, 0);
+    assert_eq!(
+        sb.cached_init_pid().unwrap(),
+        Some(st.init_pid),
+        "PropertiesChanged carries InitPid with State"
+    );
 
     m.stop(&id).await.unwrap();
     next_signal(&mut changed, |s| {

@@ -99,7 +99,7 @@ async fn ready_pods_are_machines() {
         .await
         .unwrap();
     m.start(&id).await.unwrap();
-    let st = m.status(&id).await.unwrap();
+    let st = wait_machine(&m, &id).await;
     let machine = st.machine.clone();
     assert_eq!(
         machine,
@@ -137,7 +137,7 @@ async fn ready_pods_are_machines() {
         .await
         .unwrap();
     m.start(&id).await.unwrap();
-    let machine = m.status(&id).await.unwrap().machine;
+    let machine = wait_machine(&m, &id).await.machine;
     assert!(machines().contains(&machine));
     assert_eq!(sh_status(&format!("machinectl terminate {machine}")), 0);
     let st = wait_state(&m, &id, State::NotReady, Duration::from_secs(10)).await;
@@ -158,10 +158,12 @@ async fn machine_names_stay_unique() {
             .await
             .unwrap();
         m.start(&id).await.unwrap();
+        // The first has its name before the second asks for it.
+        wait_machine(&m, &id).await;
         ids.push(id);
     }
-    let first = m.status(&ids[0]).await.unwrap().machine;
-    let second = m.status(&ids[1]).await.unwrap().machine;
+    let first = wait_machine(&m, &ids[0]).await.machine;
+    let second = wait_machine(&m, &ids[1]).await.machine;
     assert_eq!(first, format!("ns-{}-a", base.to_lowercase()));
     assert_eq!(second, format!("{first}-{}", &ids[1][..12]));
     for id in ids {
@@ -347,11 +349,16 @@ async fn pods_work_without_machined() {
         assert_eq!(st.machine, "");
         ids.push(id);
     }
-    let said = sh(&format!(
-        "journalctl -u podscoped --since '{}' --no-pager -o cat | grep -c 'systemd-machined is not available' || true",
-        since.trim()
-    ));
-    assert_eq!(said.trim(), "1", "said once");
+    // Registration follows Start's answer: said by then, and not again.
+    let said = || {
+        sh(&format!(
+            "journalctl -u podscoped --since '{}' --no-pager -o cat | grep -c 'systemd-machined is not available' || true",
+            since.trim()
+        ))
+    };
+    wait_until(Duration::from_secs(10), || said().trim() != "0");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(said().trim(), "1", "said once");
     for id in ids {
         m.stop(&id).await.unwrap();
         m.remove(&id).await.unwrap();
@@ -380,7 +387,12 @@ async fn podscopectl_update_wait_machine_and_platform() {
         )),
         "67108864\n7\n"
     );
-    let status = sh(&format!("podscopectl status {id}"));
+    // (machined registers the pod just after Start answers.)
+    let mut status = String::new();
+    wait_until(Duration::from_secs(10), || {
+        status = sh(&format!("podscopectl status {id}"));
+        status.contains("Machine: ")
+    });
     assert!(status.contains("Machine: cli-cli-"), "{status}");
     assert!(sh("podscopectl info").contains("Platform: linux/"));
     let waiter = std::process::Command::new("podscopectl")

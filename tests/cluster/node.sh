@@ -30,6 +30,8 @@ start() {
     : "${STATE:?}" "${KUBELET_1_36:?}"
     mkdir -p /etc/cni/net.d
     rm -f /etc/cni/net.d/*
+    # No loopback plugin: podscope brings each pod's lo up as it makes the
+    # namespace, and containerd (bench) runs a loopback network of its own.
     cat > /etc/cni/net.d/10-podscope-cluster.conflist <<EOF
 {
   "cniVersion": "1.0.0",
@@ -47,8 +49,7 @@ start() {
         "routes": [{ "dst": "0.0.0.0/0" }]
       }
     },
-    { "type": "portmap", "capabilities": { "portMappings": true } },
-    { "type": "loopback" }
+    { "type": "portmap", "capabilities": { "portMappings": true } }
   ]
 }
 EOF

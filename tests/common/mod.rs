@@ -217,6 +217,23 @@ pub async fn wait_state(m: &Client, id: &str, want: State, timeout: Duration) ->
     }
 }
 
+/// Poll Status until the pod's machine is recorded (machined registers a
+/// pod just after Start answers); panics after 10 s.
+pub async fn wait_machine(m: &Client, id: &str) -> SandboxStatus {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let st = m.status(id).await.unwrap();
+        if !st.machine.is_empty() {
+            return st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sandbox {id} not registered with machined within 10 s: {st:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 pub async fn next_signal<S, T>(stream: &mut S, mut pred: impl FnMut(&T) -> bool) -> T
 where
     S: futures_util::Stream<Item = T> + Unpin,

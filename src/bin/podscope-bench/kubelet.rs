@@ -325,20 +325,21 @@ fn breakdown(g: &Generation, cursor: &str, t: &mut Table) {
     let created = journal_after(cursor, event::CREATED);
     let attached = journal_after(cursor, event::NETWORK_ATTACHED);
     let started = journal_after(cursor, event::STARTED);
+    let machines = journal_after(cursor, event::MACHINE_REGISTERED);
     t.add(
         &g.row(&format!(
-            "podscope's RunPodSandbox, daemon-measured p50 ({} pods): Create (CNI ADD in the plugins) + Start (init, scope, machined)",
+            "podscope's RunPodSandbox, daemon-measured p50 ({} pods): Create (CNI ADD in the plugins) + Start (init, scope); machined after it",
             created.len()
         )),
         "report",
         format!(
-            "{} ({}) + {} ({}, {}, {})",
+            "{} ({}) + {} ({}, {}); {}",
             field_p50(&created, "ELAPSED_US"),
             field_p50(&attached, "PLUGIN_US"),
             field_p50(&started, "TOTAL_US"),
             field_p50(&started, "INIT_US"),
             field_p50(&started, "SCOPE_US"),
-            field_p50(&started, "MACHINE_US"),
+            field_p50(&machines, "MACHINE_US"),
         ),
         None,
     );

@@ -721,8 +721,8 @@ async fn network(m: &Client, t: &mut Table) {
         ("Start: podscope-init spawn p50", event::STARTED, "INIT_US"),
         ("Start: scope job p50", event::STARTED, "SCOPE_US"),
         (
-            "Start: machined registration p50",
-            event::STARTED,
+            "machined registration p50 (after Start answers)",
+            event::MACHINE_REGISTERED,
             "MACHINE_US",
         ),
     ] {
