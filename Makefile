@@ -295,6 +295,9 @@ demo: deps build
 # (never installed; the same build the integration tests use). The kubelet
 # section runs kubelet 1.26 (on containerd 1.6) and 1.36 (on containerd 2.3).
 BENCH ?=
+# BENCH names sections; none is all of them, the cluster's last.
+bench_harness = $(or $(filter-out cluster,$(BENCH)),$(if $(BENCH),,all))
+bench_cluster = $(or $(filter cluster,$(BENCH)),$(if $(BENCH),,all))
 bench: deps build
 	$(need_cri_tools)
 	$(need_kubelet)
@@ -306,13 +309,13 @@ bench: deps build
 	  mkdir -p $(CONTAINERD_2_3) && xz -dc "$(CONTAINERD_2_3_XZ)/$$f.xz" > "$$out.part" && \
 	  chmod 0755 "$$out.part" && mv "$$out.part" "$$out" || exit 1; fi; done
 	$(CARGO) build --locked --features harness-tests,failpoints --bin podscoped
-	@if [ "$(BENCH)" != cluster ]; then \
+	@if [ -n "$(bench_harness)" ]; then \
 	  FAILPOINT_DAEMON=$(abspath target/debug/podscoped) CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" KUBELET="$(KUBELET)" \
 	  KUBELET_1_36="$(K8S_1_36)/kubelet" \
 	  tests/harness/harness.sh run env CONTAINERD_2_3=$(CONTAINERD_2_3) $(RELEASE)/podscope-bench \
 	  $(filter-out cluster,$(BENCH)); fi
-	$(if $(or $(filter cluster,$(BENCH)),$(if $(BENCH),,all)),$(cluster_tools))
-	@if [ -z "$(BENCH)" ] || echo " $(BENCH) " | grep -q " cluster "; then \
+	$(if $(bench_cluster),$(cluster_tools))
+	@if [ -n "$(bench_cluster)" ]; then \
 	  K8S="$(K8S_1_36)" KUBECTL="$(KUBECTL)" CRUN_1_27="$(CRUN_1_27)" CONTAINERD_2_3=$(CONTAINERD_2_3) \
 	  tests/cluster/run-cluster.sh bench; fi
 

@@ -14,12 +14,10 @@ use crate::container::{ContainerEntry, ListFilter};
 use crate::descriptors::cost;
 use crate::domain::container::ContainerConfig;
 use crate::error::{Error, Result};
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::warn;
-use zbus::fdo::Properties;
 use zbus::interface;
 use zbus::message::Header;
 use zbus::object_server::{Interface, SignalEmitter};
@@ -121,8 +119,8 @@ impl ContainerObject {
 }
 
 impl ContainerObject {
-    /// One PropertiesChanged with every property that is not "const" (as
-    /// the sandbox's: one signal, not six).
+    /// One PropertiesChanged with every property that is not "const" (the
+    /// names as the declarations above give them).
     pub async fn emit_changes(&self, emitter: &SignalEmitter<'_>) -> zbus::Result<()> {
         let changed: HashMap<&str, Value<'_>> = HashMap::from([
             ("State", self.state().into()),
@@ -132,13 +130,7 @@ impl ContainerObject {
             ("Reason", self.reason().into()),
             ("MainPID", self.main_pid().into()),
         ]);
-        Properties::properties_changed(
-            emitter,
-            <Self as Interface>::name(),
-            changed,
-            Cow::Borrowed(&[]),
-        )
-        .await
+        super::properties_changed(emitter, <Self as Interface>::name(), changed).await
     }
 }
 

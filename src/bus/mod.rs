@@ -33,6 +33,8 @@ use errors::BusError;
 use manager::Manager;
 use polkit::{Detail, Verb};
 use sandbox::SandboxObject;
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -650,6 +652,17 @@ async fn announce(
             warn!("emitting signal for {ev:?} failed: {e}");
         }
     }
+}
+
+/// One PropertiesChanged of `iface` carrying every property in `changed`:
+/// zbus's generated emitters send a signal per property, seven through the
+/// bus for each change of a sandbox, six for a container.
+async fn properties_changed(
+    emitter: &SignalEmitter<'_>,
+    iface: zbus::names::InterfaceName<'_>,
+    changed: HashMap<&str, zbus::zvariant::Value<'_>>,
+) -> zbus::Result<()> {
+    zbus::fdo::Properties::properties_changed(emitter, iface, changed, Cow::Borrowed(&[])).await
 }
 
 /// A container's PropertiesChanged, then ContainerStateChanged.

@@ -5,10 +5,8 @@
 use super::errors::BusError;
 use super::Service;
 use crate::registry::Entry;
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
-use zbus::fdo::Properties;
 use zbus::interface;
 use zbus::message::Header;
 use zbus::object_server::{Interface, SignalEmitter};
@@ -118,8 +116,7 @@ impl SandboxObject {
 
 impl SandboxObject {
     /// One PropertiesChanged with every property that is not "const" (the
-    /// names as the declarations above give them): zbus's emitters send a
-    /// signal per property, seven through the bus for each change.
+    /// names as the declarations above give them).
     pub async fn emit_changes(&self, emitter: &SignalEmitter<'_>) -> zbus::Result<()> {
         let changed: HashMap<&str, Value<'_>> = HashMap::from([
             ("State", self.state().into()),
@@ -130,12 +127,6 @@ impl SandboxObject {
             ("Reason", self.reason().into()),
             ("IPs", self.ips().into()),
         ]);
-        Properties::properties_changed(
-            emitter,
-            <Self as Interface>::name(),
-            changed,
-            Cow::Borrowed(&[]),
-        )
-        .await
+        super::properties_changed(emitter, <Self as Interface>::name(), changed).await
     }
 }

@@ -37,35 +37,14 @@ pub fn run(c: &Cluster, runtime: &str) {
     // while the Deployment scales, so neither runtime is measured on its
     // first pod ever (the image's first pull, kubelet's QoS slice's first
     // pod slice, machined's activation), then gone before the memory is read.
-    kubectl::apply(&json!({
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": { "name": "node-agent", "namespace": NS },
-        "spec": {
-            "selector": { "matchLabels": { "app": "node-agent" } },
-            "template": {
-                "metadata": { "labels": { "app": "node-agent" } },
-                "spec": {
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [super::checks::container("main", super::checks::IDLE)],
-                },
-            },
-        },
-    }));
-    kubectl::wait(
-        "the DaemonSet's pod Ready on each node",
-        Duration::from_secs(120),
-        || {
-            let ready = kubectl::pods("node-agent")
-                .iter()
-                .filter(|p| kubectl::pod_ready(p))
-                .count();
-            if ready == c.nodes.len() {
-                Ok(())
-            } else {
-                Err(format!("{ready} Ready"))
-            }
-        },
-    );
+    kubectl::apply(&super::checks::daemonset(
+        "node-agent",
+        json!({
+            "terminationGracePeriodSeconds": 1,
+            "containers": [super::checks::container("main", super::checks::IDLE)],
+        }),
+    ));
+    kubectl::wait_ready("node-agent", c.nodes.len(), Duration::from_secs(120));
     kubectl::apply(&json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": { "name": "bench", "namespace": NS },
@@ -82,15 +61,15 @@ pub fn run(c: &Cluster, runtime: &str) {
         },
     }));
     let up = scale_up();
-    kubectl::run(&["delete", "-n", NS, "daemonset/node-agent", "--wait=true"]);
-    kubectl::wait(
-        "the DaemonSet's pods gone",
-        Duration::from_secs(120),
-        || match kubectl::pods("node-agent").len() {
-            0 => Ok(()),
-            n => Err(format!("{n} left")),
-        },
-    );
+    // Foreground: the delete returns once the DaemonSet's pods are gone.
+    kubectl::run(&[
+        "delete",
+        "-n",
+        NS,
+        "daemonset/node-agent",
+        "--cascade=foreground",
+        "--timeout=120s",
+    ]);
     let (rss, pss) = c
         .nodes
         .iter()
@@ -337,15 +316,11 @@ pub fn table() {
         println!("{name:<58} {target:<26} {measured:<44} {v}");
     };
     let ratio = |k: &str| f(&p, k) / f(&c, k);
+    let ms = |k: &str| format!("{:.0} ms / {:.0} ms = {:.2}x", f(&p, k), f(&c, k), ratio(k));
     row(
         "Deployment 0 -> 20 pods, until all Ready",
         "<= 0.6x containerd 2.3",
-        format!(
-            "{:.0} ms / {:.0} ms = {:.2}x",
-            f(&p, "all_ready_ms"),
-            f(&c, "all_ready_ms"),
-            ratio("all_ready_ms")
-        ),
+        ms("all_ready_ms"),
         Some(ratio("all_ready_ms") <= 0.6),
     );
     // Where the time goes: the control plane's part (the ReplicaSet
@@ -376,22 +351,12 @@ pub fn table() {
             "    bound -> Running (kubelet + runtime), p99",
         ),
     ] {
-        row(
-            label,
-            "report",
-            format!("{:.0} ms / {:.0} ms = {:.2}x", f(&p, k), f(&c, k), ratio(k)),
-            None,
-        );
+        row(label, "report", ms(k), None);
     }
     row(
         "kubectl exec <pod> -- true, p50",
         "<= containerd 2.3",
-        format!(
-            "{:.0} ms / {:.0} ms = {:.2}x",
-            f(&p, "exec_p50_ms"),
-            f(&c, "exec_p50_ms"),
-            ratio("exec_p50_ms")
-        ),
+        ms("exec_p50_ms"),
         Some(ratio("exec_p50_ms") <= 1.0),
     );
     row(

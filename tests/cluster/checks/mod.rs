@@ -70,6 +70,19 @@ pub fn pod(name: &str, spec: Value) -> Value {
     })
 }
 
+/// A DaemonSet of the checks' namespace whose pods, labelled `app=NAME`,
+/// have SPEC.
+pub fn daemonset(name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": { "name": name, "namespace": NS },
+        "spec": {
+            "selector": { "matchLabels": { "app": name } },
+            "template": { "metadata": { "labels": { "app": name } }, "spec": spec },
+        },
+    })
+}
+
 /// A shell that idles until TERM.
 pub const IDLE: &str = "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done";
 

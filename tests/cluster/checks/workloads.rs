@@ -27,17 +27,10 @@ pub fn workloads(c: &Cluster) {
             },
         },
     }));
-    kubectl::apply(&json!({
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": { "name": "everywhere", "namespace": NS },
-        "spec": {
-            "selector": { "matchLabels": { "app": "everywhere" } },
-            "template": {
-                "metadata": { "labels": { "app": "everywhere" } },
-                "spec": { "terminationGracePeriodSeconds": 5, "containers": [container("main", IDLE)] },
-            },
-        },
-    }));
+    kubectl::apply(&super::daemonset(
+        "everywhere",
+        json!({ "terminationGracePeriodSeconds": 5, "containers": [container("main", IDLE)] }),
+    ));
     kubectl::apply(&pod(
         "crash",
         json!({
