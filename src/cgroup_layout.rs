@@ -4,7 +4,8 @@
 //! expects), the v1 hybrid (v1 controllers, systemd's own tree on a
 //! cgroup2 mount beside them), or legacy v1.
 
-use nix::sys::statfs::{statfs, CGROUP2_SUPER_MAGIC};
+use nix::sys::statfs::{statfs, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
+use std::path::Path;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CgroupLayout {
@@ -18,6 +19,15 @@ const HYBRID_UNIFIED: &str = "/sys/fs/cgroup/unified";
 
 fn is_cgroup2(path: &str) -> bool {
     statfs(path).is_ok_and(|s| s.filesystem_type() == CGROUP2_SUPER_MAGIC)
+}
+
+/// Whether `dir` is a mounted cgroup v1 hierarchy. Asked of the mount, not
+/// of a file in it: where a controller is not mounted, its directory under
+/// /sys/fs/cgroup may be a plain one on the tmpfs, and files another agent
+/// wrote there (kubelet writes `cgroup.procs` into every hierarchy it
+/// knows) make it look like one.
+pub fn is_cgroup1(dir: &Path) -> bool {
+    statfs(dir).is_ok_and(|s| s.filesystem_type() == CGROUP_SUPER_MAGIC)
 }
 
 /// Read from the mounts (statfs of /sys/fs/cgroup and its `unified`).

@@ -49,4 +49,6 @@ pub mod event {
     pub const CONTAINER_STOPPED: &str = "container-stopped";
     pub const CONTAINER_EXITED: &str = "container-exited";
     pub const CONTAINER_REMOVED: &str = "container-removed";
+    /// An exec's end (at debug level: probes make many).
+    pub const EXEC_ENDED: &str = "exec-ended";
 }

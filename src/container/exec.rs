@@ -60,6 +60,9 @@ pub struct RunningExec {
     /// Where the runtime wrote the command's PID.
     pid_file: PathBuf,
     started: std::time::Instant,
+    /// From the call to the unit's start being asked (the process file
+    /// written, the terminal's socket bound).
+    prepare: Duration,
 }
 
 /// Why an exec was ended before its command was.
@@ -76,6 +79,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
         cmd: Vec<String>,
         io: ExecIo,
     ) -> Result<RunningExec> {
+        let started = std::time::Instant::now();
         if cmd.is_empty() {
             return Err(Error::invalid("cmd", "must not be empty"));
         }
@@ -230,7 +234,8 @@ impl<S: SystemdClient + Clone> Containers<S> {
             files,
             runtime_log,
             pid_file,
-            started: std::time::Instant::now(),
+            started,
+            prepare: started.elapsed(),
         })
     }
 
@@ -380,6 +385,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             _ = cut => Err(Cut::HangUp),
         };
         let unit = run.unit.clone();
+        let ran = run.started.elapsed();
         let result: Result<i32> = match outcome {
             Ok(job) => {
                 let failed = job.err();
@@ -440,20 +446,30 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 })
             }
         };
+        let read = run.started.elapsed();
         if let Some(t) = run.terminal.take() {
             t.abort();
         }
         let _ = self.systemd.reset_failed(&unit).await;
         self.systemd.unref(&unit).await;
         remove_files(&run.files);
+        let total = run.started.elapsed();
+        // Where an exec's time goes, as a start's: the process file, the
+        // unit's job (systemd, podscope-init, the runtime, the command),
+        // its status read, and the unit let go.
         debug!(
+            event = crate::logging::event::EXEC_ENDED,
             container_id = %run.container_id,
             unit = %unit,
-            elapsed_us = run.started.elapsed().as_micros() as u64,
+            elapsed_us = total.as_micros() as u64,
+            prepare_us = run.prepare.as_micros() as u64,
+            job_us = (ran - run.prepare).as_micros() as u64,
+            status_us = (read - ran).as_micros() as u64,
+            release_us = (total - read).as_micros() as u64,
             "{} ({}) ended in {} µs: {:?}",
             run.what,
             run.handler_name,
-            run.started.elapsed().as_micros(),
+            total.as_micros(),
             result.as_ref().map_err(|e| e.to_string())
         );
         result

@@ -36,12 +36,16 @@ pub enum Layout {
 }
 
 pub fn layout() -> Layout {
-    let root = Path::new(CGROUP_ROOT);
+    layout_at(Path::new(CGROUP_ROOT))
+}
+
+/// The layout under `root` (/sys/fs/cgroup but in the unit tests).
+fn layout_at(root: &Path) -> Layout {
     let holds = |dir: &Path| {
         std::fs::read_to_string(dir.join("cgroup.controllers"))
             .is_ok_and(|c| c.split_whitespace().any(|x| x == "hugetlb"))
     };
-    if root.join("hugetlb/cgroup.procs").exists() {
+    if crate::cgroup_layout::is_cgroup1(&root.join("hugetlb")) {
         Layout::V1(root.join("hugetlb"))
     } else if holds(root) {
         Layout::V2(root.to_path_buf())
@@ -141,6 +145,31 @@ pub fn update(old: &[HugepageLimit], new: &[HugepageLimit]) -> Vec<HugepageLimit
     all
 }
 
+/// Whether the node can hold a container to `limits`. Without a hugetlb
+/// controller nothing can, but kubelet asks for a limit of 0 on every page
+/// size the kernel knows whether or not the controller is there (its way
+/// of saying "none requested"): those, and lifted ones, are no request and
+/// are let through, as runc does. A page size the pod asked for is
+/// refused, with its size: the limit would not be kept.
+fn enforceable(layout: &Layout, limits: &[HugepageLimit]) -> Result<()> {
+    if *layout != Layout::None {
+        return Ok(());
+    }
+    match limits
+        .iter()
+        .find(|l| l.limit != 0 && l.limit != UNLIMITED)
+    {
+        Some(l) => Err(crate::error::Error::invalid(
+            "resources.hugepage_limits",
+            format!(
+                "{} pages up to {} bytes asked for, but this node has no hugetlb cgroup controller to hold the container to it",
+                l.page_size, l.limit
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Apply `limits` (see `plan`); `what` names the container in errors.
 pub async fn apply(
     hostns: &HostNs,
@@ -150,12 +179,7 @@ pub async fn apply(
     pids: &[u32],
     what: &str,
 ) -> Result<()> {
-    if !limits.is_empty() && *layout == Layout::None {
-        return Err(crate::error::Error::invalid(
-            "resources.hugepage_limits",
-            "this node has no hugetlb cgroup controller",
-        ));
-    }
+    enforceable(layout, limits)?;
     for step in plan(layout, cgroup_path, limits, pids) {
         match step {
             Step::Mkdir(dir) => hostns.create_dir_all(&dir).await,
@@ -210,6 +234,41 @@ mod tests {
                 limit: 0,
             },
         ]
+    }
+
+    #[test]
+    fn without_a_controller_only_kubelets_zero_limits_pass() {
+        let zero = |size: &str| HugepageLimit {
+            page_size: size.into(),
+            limit: 0,
+        };
+        assert!(enforceable(&Layout::None, &[zero("2MB"), zero("1GB")]).is_ok());
+        assert!(enforceable(&Layout::None, &[]).is_ok());
+        let lifted = HugepageLimit {
+            page_size: "2MB".into(),
+            limit: UNLIMITED,
+        };
+        assert!(enforceable(&Layout::None, &[lifted]).is_ok());
+        let e = enforceable(&Layout::None, &limits())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("resources.hugepage_limits") && e.contains("2MB") && e.contains("4194304"),
+            "{e}"
+        );
+        assert!(enforceable(&Layout::V1("/sys/fs/cgroup/hugetlb".into()), &limits()).is_ok());
+    }
+
+    #[test]
+    fn a_plain_directory_named_hugetlb_is_no_hierarchy() {
+        // A node whose hugetlb controller is not mounted, with the files
+        // kubelet writes into a directory of that name.
+        let root = std::env::temp_dir().join(format!("podscope-hugetlb-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("hugetlb/kubepods.slice")).unwrap();
+        std::fs::write(root.join("hugetlb/cgroup.procs"), "1\n").unwrap();
+        let layout = layout_at(&root);
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(layout, Layout::None);
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub fn layout() -> Layout {
         .is_ok_and(|c| c.split_whitespace().any(|x| x == "memory"))
     {
         Layout::V2
-    } else if root.join("memory/memory.limit_in_bytes").exists() {
+    } else if crate::cgroup_layout::is_cgroup1(&root.join("memory")) {
         Layout::V1
     } else {
         Layout::None

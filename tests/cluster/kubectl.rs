@@ -112,19 +112,42 @@ pub fn pods(app: &str) -> Vec<Value> {
 }
 
 /// Poll F (every 0.5 s) until it gives Some, for at most TIMEOUT; the
-/// panic names WHAT and the last thing F saw.
+/// panic names WHAT and what F saw, each change with its time.
 pub fn wait<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Result<T, String>) -> T {
-    let end = Instant::now() + timeout;
+    let start = Instant::now();
+    // What was seen, each change of it with its time: a wait that fails
+    // tells the story, not only its last moment.
+    let mut seen: Vec<(Duration, String)> = Vec::new();
     loop {
         match f() {
             Ok(v) => return v,
-            Err(last) if Instant::now() > end => {
-                panic!("{what}: not within {timeout:?}; last seen: {last}")
+            Err(now) => {
+                if seen.last().is_none_or(|(_, last)| *last != now) {
+                    seen.push((start.elapsed(), now));
+                }
+                if start.elapsed() > timeout {
+                    let story: Vec<String> = seen
+                        .iter()
+                        .rev()
+                        .take(WAIT_STORY)
+                        .rev()
+                        .map(|(t, s)| format!("  [{:5.1} s] {s}", t.as_secs_f64()))
+                        .collect();
+                    panic!(
+                        "{what}: not within {timeout:?}; seen ({} changes, the last {}):\n{}",
+                        seen.len(),
+                        story.len(),
+                        story.join("\n")
+                    )
+                }
+                std::thread::sleep(Duration::from_millis(500))
             }
-            Err(_) => std::thread::sleep(Duration::from_millis(500)),
         }
     }
 }
+
+/// How many of a failed wait's changes it prints.
+const WAIT_STORY: usize = 8;
 
 /// Whether the pod's Ready condition is True.
 pub fn pod_ready(p: &Value) -> bool {

@@ -35,7 +35,7 @@ pub fn workloads(c: &Cluster) {
         "crash",
         json!({
             "restartPolicy": "Always",
-            "containers": [container("main", "echo crash-run; exit 3")],
+            "containers": [container("main", "echo crash-run; sleep 4; exit 3")],
         }),
     ));
     kubectl::apply(&pod(
@@ -174,13 +174,17 @@ fn daemonset(c: &Cluster) {
 }
 
 fn crash_loop(c: &Cluster) {
-    // kubelet's garbage collection may remove the container `--previous`
-    // names once its successor has ended too (it keeps one dead container
-    // per name): the status and the logs are taken again until they agree.
-    // The back-off is kubelet's BackOff event; the status shows it as the
-    // state's waiting reason only when a sync of the pod falls within the
-    // back-off (kubelet 1.36 requeues a pod 10 to 15 s after the error, and
-    // the first back-off is 10 s), so either is taken.
+    // kubelet keeps one dead container per name: as soon as a container
+    // has died, it removes the one before. The status names that removed
+    // one as the last state for as long as it shows the dead container as
+    // the current state (terminated, not yet waiting: kubelet 1.36 shows
+    // the back-off as the waiting reason only when a sync of the pod falls
+    // within it, 10 to 15 s after the error), and `--previous` then has
+    // nothing to read, whatever the runtime. The container lives 4 s, so
+    // each restart gives a window where the last state is the container
+    // kept (while its successor runs, or while the status says waiting);
+    // the status and the logs are taken again until they agree. The
+    // back-off is kubelet's BackOff event or the waiting reason.
     let (p, previous) = kubectl::wait("crash in CrashLoopBackOff", Duration::from_secs(90), || {
         let p = kubectl::get("pod", "crash").ok_or_else(|| "no pod".to_string())?;
         let s = &p["status"]["containerStatuses"][0];
