@@ -23,9 +23,9 @@ fn is_cgroup2(path: &str) -> bool {
 
 /// Whether `dir` is a mounted cgroup v1 hierarchy. Asked of the mount, not
 /// of a file in it: where a controller is not mounted, its directory under
-/// /sys/fs/cgroup may be a plain one on the tmpfs, and files another agent
-/// wrote there (kubelet writes `cgroup.procs` into every hierarchy it
-/// knows) make it look like one.
+/// /sys/fs/cgroup may be a plain one on the tmpfs, and what another agent
+/// made there (kubelet makes its pods' cgroups in every hierarchy
+/// /proc/cgroups lists, and writes into them) make it look like one.
 pub fn is_cgroup1(dir: &Path) -> bool {
     statfs(dir).is_ok_and(|s| s.filesystem_type() == CGROUP_SUPER_MAGIC)
 }
