@@ -39,6 +39,8 @@ mod container_stop;
 mod containers;
 #[path = "cases/cri.rs"]
 mod cri;
+#[path = "cases/cri_deadlines.rs"]
+mod cri_deadlines;
 #[path = "cases/failpoints.rs"]
 mod failpoints;
 #[path = "cases/images.rs"]

@@ -15,12 +15,15 @@
 //!   `http` would refuse becomes `localhost` (what kubelet itself sends);
 //!   the block is re-encoded without the dynamic table (literals only), so
 //!   the table h2 decodes with stays empty and can never disagree with the
-//!   client's.
+//!   client's. `grpc-timeout` is renamed `deadline::DEADLINE_HEADER`, so
+//!   that the frontend keeps the caller's deadline itself (`deadline`: tonic
+//!   would answer CANCELLED where gRPC names DEADLINE_EXCEEDED).
 //! - server → client: untouched (writes go straight to the socket).
 //!
 //! A header block that cannot be decoded, or a frame sequence HTTP/2 calls
 //! a connection error, closes the connection, as h2 itself would.
 
+use super::deadline::{DEADLINE_HEADER, GRPC_TIMEOUT};
 use loona_hpack::encoder::encode_integer_into;
 use std::io;
 use std::pin::Pin;
@@ -298,7 +301,15 @@ impl Rewriter {
                 } else {
                     &value
                 };
-                encode_literal(&name, value, &mut encoded);
+                // The caller's deadline goes to `deadline::Deadlines`, past
+                // tonic's own timeout layer; a client's header of the name it
+                // travels under is not the caller's deadline.
+                let name: &[u8] = match &*name {
+                    n if n == GRPC_TIMEOUT.as_bytes() => DEADLINE_HEADER.as_bytes(),
+                    n if n == DEADLINE_HEADER.as_bytes() => return,
+                    n => n,
+                };
+                encode_literal(name, value, &mut encoded);
             })
             .map_err(|e| RewriteError::Compression(format!("stream {}: {e}", open.stream)))?;
         if decoded > MAX_DECODED {
@@ -616,6 +627,50 @@ mod tests {
         }
     }
 
+    /// What the server reads of `sent`: its deadline under `DEADLINE_HEADER`.
+    fn handed_over(mut sent: Headers) -> Headers {
+        for (n, _) in sent.iter_mut() {
+            if n == GRPC_TIMEOUT.as_bytes() {
+                *n = DEADLINE_HEADER.as_bytes().to_vec();
+            }
+        }
+        sent
+    }
+
+    /// The caller's deadline reaches `deadline::Deadlines` and nothing else
+    /// (tonic's own timeout layer never sees it); a header of the name it
+    /// travels under that the client sent itself does not reach it at all.
+    #[test]
+    fn the_deadline_is_handed_over_and_a_forged_one_dropped() {
+        let mut req = grpc_go_request(Some("localhost"));
+        req.insert(4, (DEADLINE_HEADER.as_bytes().to_vec(), b"1H".to_vec()));
+        req.push((b"x-after".to_vec(), b"kept".to_vec()));
+        let mut input = PREFACE.to_vec();
+        let fragment =
+            loona_hpack::Encoder::new().encode(req.iter().map(|(n, v)| (&n[..], &v[..])));
+        input.extend(frame(
+            TYPE_HEADERS,
+            FLAG_END_HEADERS | FLAG_END_STREAM,
+            1,
+            &fragment,
+        ));
+        let seen = server_view(&rewrite(&input));
+        let Seen::Block { headers, .. } = &seen[0] else {
+            panic!("{seen:?}")
+        };
+        let named = |name: &str| -> Vec<&[u8]> {
+            headers
+                .iter()
+                .filter(|(n, _)| n == name.as_bytes())
+                .map(|(_, v)| v.as_slice())
+                .collect()
+        };
+        assert_eq!(named(DEADLINE_HEADER), vec![&b"1999936u"[..]]);
+        assert!(named(GRPC_TIMEOUT).is_empty());
+        assert_eq!(named("x-after"), vec![&b"kept"[..]]);
+        assert_eq!(headers.len(), req.len() - 1);
+    }
+
     fn authority_of(h: &Headers) -> Option<&[u8]> {
         h.iter()
             .find(|(n, _)| n == b":authority")
@@ -644,7 +699,7 @@ mod tests {
                 &fragment,
             ));
             let seen = server_view(&rewrite(&input));
-            let mut want = req.clone();
+            let mut want = handed_over(req.clone());
             if let Some(a) = want.iter_mut().find(|(n, _)| n == b":authority") {
                 a.1 = expect.unwrap().as_bytes().to_vec();
             }
@@ -676,7 +731,7 @@ mod tests {
             ));
             input.extend(frame(0x0, 0x1, stream, b"\0\0\0\0\x02\x0a\x00"));
             req[3].1 = b"localhost".to_vec();
-            want.push(block(stream, req));
+            want.push(block(stream, handed_over(req)));
             want.push(Seen::Raw(frame(0x0, 0x1, stream, b"\0\0\0\0\x02\x0a\x00")));
         }
         let mut r = Rewriter::default();
@@ -764,7 +819,7 @@ mod tests {
         input.extend(frame(TYPE_CONTINUATION, 0, 5, b));
         input.extend(frame(TYPE_CONTINUATION, FLAG_END_HEADERS, 5, c));
         input.extend(frame(0x2, 0, 5, &[0, 0, 0, 3, 16])); // PRIORITY frame: untouched
-        let mut want = req.clone();
+        let mut want = handed_over(req.clone());
         want[3].1 = b"localhost".to_vec();
         let expected = vec![
             Seen::Block {
@@ -937,6 +992,8 @@ mod tests {
         let req = first_request(Rewriting::new(server)).await.unwrap();
         assert_eq!(req.uri().authority().unwrap().as_str(), "localhost");
         assert_eq!(req.uri().path(), "/runtime.v1.RuntimeService/Version");
+        assert_eq!(req.headers()[DEADLINE_HEADER], "1999936u");
+        assert!(!req.headers().contains_key(GRPC_TIMEOUT));
 
         // The same bytes straight to h2: the stream is reset, which is what
         // crictl saw. h2 then waits for the next stream: a timeout says so.

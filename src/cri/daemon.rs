@@ -3,6 +3,7 @@
 //! daemon itself restarting needs nothing here: calls go to its bus name,
 //! which D-Bus activation brings back.
 
+use super::deadline;
 use super::errors::{connection_lost, status_of};
 use crate::api::proxy::{system_connection, ManagerProxy};
 use crate::api::Client;
@@ -10,6 +11,7 @@ use crate::bus_gate::BusGate;
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::Mutex;
+use tokio::time::Instant;
 use tonic::Status;
 
 pub struct Daemon {
@@ -81,19 +83,24 @@ impl Daemon {
     }
 
     /// Run one call to podscoped; a broken connection is dropped so the
-    /// next call makes a new one.
+    /// next call makes a new one. It waits (for a slot on the bus, then for
+    /// the answer) until the frontend's own bound (`--call-timeout`) or the
+    /// caller's deadline (`deadline::current`), whichever is first.
     pub async fn call<T, F, Fut>(&self, mut f: F) -> Result<T, zbus::Error>
     where
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = zbus::Result<T>>,
     {
-        let client = self.client().await?;
-        let deadline = tokio::time::Instant::now() + self.call_timeout;
-        let r = self
-            .gate
-            .call("a call to podscoped", deadline, || f(client.clone()))
-            .await
-            .unwrap_or_else(|e| Err(refused(e)));
+        let bound = Bound::of(self.call_timeout, "--call-timeout");
+        let r = bound
+            .keep(async {
+                let client = self.client().await?;
+                self.gate
+                    .call("a call to podscoped", bound.own, || f(client.clone()))
+                    .await
+                    .unwrap_or_else(|e| Err(refused(e)))
+            })
+            .await;
         if let Err(e) = &r {
             if connection_lost(e) {
                 tracing::warn!("system bus connection lost ({e}); reconnecting on the next call");
@@ -115,15 +122,16 @@ impl Daemon {
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = zbus::Result<T>>,
     {
-        let c = Self::connect(&self.long_client, LONG_CALL_TIMEOUT)
-            .await
-            .map_err(|e| status_of(&e))?;
-        let deadline = tokio::time::Instant::now() + LONG_CALL_TIMEOUT;
-        let r = self
-            .long_gate
-            .call("a pull or exec in podscoped", deadline, || f(c.clone()))
-            .await
-            .unwrap_or_else(|e| Err(refused(e)));
+        let bound = Bound::of(LONG_CALL_TIMEOUT, "the bound on pulls and execs");
+        let r = bound
+            .keep(async {
+                let c = Self::connect(&self.long_client, LONG_CALL_TIMEOUT).await?;
+                self.long_gate
+                    .call("a pull or exec in podscoped", bound.own, || f(c.clone()))
+                    .await
+                    .unwrap_or_else(|e| Err(refused(e)))
+            })
+            .await;
         if let Err(e) = &r {
             if connection_lost(e) {
                 *self.long_client.lock().await = None;
@@ -139,6 +147,52 @@ impl Daemon {
         Fut: Future<Output = zbus::Result<T>>,
     {
         self.call(f).await.map_err(|e| status_of(&e))
+    }
+}
+
+/// How long one call may wait on podscoped: the frontend's own bound, cut
+/// to the caller's deadline when that comes first.
+struct Bound {
+    own: Instant,
+    what: &'static str,
+    caller: Option<Instant>,
+}
+
+impl Bound {
+    fn of(own: Duration, what: &'static str) -> Self {
+        let own = Instant::now() + own;
+        Bound {
+            own,
+            what,
+            caller: deadline::current().filter(|d| *d < own),
+        }
+    }
+
+    /// `work` within the bound. Past it, the wait ends as a timeout
+    /// (DEADLINE_EXCEEDED, `errors::status_of`) that says whose bound it
+    /// was; podscoped's reply, if one still comes, goes unread.
+    async fn keep<T>(&self, work: impl Future<Output = zbus::Result<T>>) -> zbus::Result<T> {
+        let timed_out = |whose: String| {
+            zbus::Error::InputOutput(std::sync::Arc::new(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                whose,
+            )))
+        };
+        let r = match self.caller {
+            Some(d) => tokio::time::timeout_at(d, work)
+                .await
+                .unwrap_or_else(|_| Err(timed_out("the caller's deadline passed".into()))),
+            None => work.await,
+        };
+        // zbus's own method timeout is the frontend's bound.
+        r.map_err(|e| match e {
+            zbus::Error::InputOutput(io)
+                if io.kind() == std::io::ErrorKind::TimedOut && self.caller.is_none() =>
+            {
+                timed_out(format!("past podscope-cri's {}", self.what))
+            }
+            e => e,
+        })
     }
 }
 

@@ -94,7 +94,7 @@ pub fn status_of(e: &zbus::Error) -> Status {
             }
         }
         zbus::Error::InputOutput(io) if io.kind() == std::io::ErrorKind::TimedOut => {
-            Status::deadline_exceeded("podscoped did not answer in time")
+            Status::deadline_exceeded(format!("podscoped did not answer in time: {io}"))
         }
         zbus::Error::InputOutput(io) => {
             Status::unavailable(format!("the system bus connection failed: {io}"))

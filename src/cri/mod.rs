@@ -4,13 +4,15 @@
 //!
 //! `authority` (any client's HTTP/2 `:authority` made one h2 accepts),
 //! `convert` (CRI ⇄ daemon terms, pure), `errors` (D-Bus → gRPC codes),
-//! `daemon` (the bus connection), `runtime` and `image` (the two gRPC
+//! `daemon` (the bus connection), `deadline` (the caller's gRPC deadline,
+//! answered DEADLINE_EXCEEDED), `runtime` and `image` (the two gRPC
 //! services), `stats` (cgroup and interface counters).
 
 pub mod authority;
 pub mod container;
 pub mod convert;
 pub mod daemon;
+pub mod deadline;
 pub mod errors;
 pub mod image;
 pub mod pressure;
@@ -104,6 +106,7 @@ pub async fn serve(
         .max_decoding_message_size(MAX_MESSAGE_SIZE)
         .max_encoding_message_size(MAX_MESSAGE_SIZE);
     tonic::transport::Server::builder()
+        .layer(deadline::Layer)
         .add_service(runtime_svc)
         .add_service(image_svc)
         .serve_with_incoming_shutdown(

@@ -99,7 +99,10 @@ async fn traced<T>(
     r.map(Response::new)
 }
 
-/// Run `work` to completion even if the caller goes away, and wait for it.
+/// Run `work` to completion even if the caller goes away or its deadline
+/// passes, and wait for it. The task does not inherit the caller's
+/// deadline (`deadline::current`): its calls to podscoped are bound only by
+/// the frontend's own, so the work ends whole, and a retry joins it.
 pub(super) async fn detached<T: Send + 'static>(
     work: impl Future<Output = Result<T, Status>> + Send + 'static,
 ) -> Result<T, Status> {

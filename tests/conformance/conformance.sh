@@ -5,7 +5,9 @@
 # `make install` and its CRI socket is socket-activated.
 #
 #   CRICTL, CRITEST   the tools (the Makefile defaults them to ../shared/tools)
-#   CRITEST_1_36      critest 1.36 (the Makefile unpacks it into target/tools)
+#   CRITEST_1_36, CRICTL_1_36
+#                     critest and crictl 1.36 (the Makefile unpacks them
+#                     into target/tools)
 #   CRUN_1_27         crun 1.27.1, which the harness configures as the
 #                     runtime handler crun-userns (the Makefile unpacks it
 #                     into target/tools; the harness sets this inside)
@@ -313,6 +315,72 @@ clear_pods() {
 critest_suite critest-1.36 "$CRITEST_1_36" 102 "$DIGEST_SPEC" 'AppArmor is disabled on this host
 no runtime handler found which supports user namespaces'
 clear_pods "critest 1.36"
+
+# --- deadlines ---------------------------------------------------------------
+# A call past its caller's deadline answers DEADLINE_EXCEEDED, whoever
+# notices it first (podscope-cri(8), "Calls cut short"): grpc-go's clients,
+# as kubelet's, here; tests/cases/cri_deadlines.rs has the frontend's own
+# answers.
+
+[[ -n ${CRICTL_1_36:-} ]] \
+    || fail "CRICTL_1_36 is not set: crictl 1.36 pulls with --pull-timeout (make conformance sets it)"
+# A registry that takes connections and never answers (the daemon's own
+# stall timeout is 60 s): crictl 1.36's pull with --pull-timeout 2s.
+STALL_PORT=5099
+python3 -c '
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(64)
+held = []
+while True:
+    held.append(s.accept()[0])
+' "$STALL_PORT" &
+stall_pid=$!
+for _ in $(seq 100); do
+    ss -Hltn "sport = :$STALL_PORT" | grep -q . && break
+    sleep 0.1
+done
+ss -Hltn "sport = :$STALL_PORT" | grep -q . || fail "the stalling registry does not listen on $STALL_PORT"
+if out=$("$CRICTL_1_36" --runtime-endpoint "$EP" --image-endpoint "$EP" \
+    pull --pull-timeout 2s "127.0.0.1:$STALL_PORT/stalled/image:1" 2>&1); then
+    fail "crictl 1.36 pull from a stalling registry succeeded: $out"
+fi
+kill "$stall_pid"
+wait "$stall_pid" 2>/dev/null || true
+grep -q "code = DeadlineExceeded" <<<"$out" || fail "crictl 1.36 pull --pull-timeout 2s from a stalling registry: $out"
+ok "crictl 1.36 pull --pull-timeout 2s from a stalling registry: DeadlineExceeded"
+
+# critest 1.36's "public image should timeout if requested" (a pull with a
+# 1 ms deadline, DEADLINE_EXCEEDED wanted) 20 times with both cores kept
+# busy beside it: whichever side notices the deadline first, the code is
+# the same. (It failed 2 runs in 20 so before the frontend kept the
+# deadline itself.)
+TIMEOUT_SPEC='public image should timeout if requested'
+busy=()
+for _ in 1 2; do
+    (while :; do :; done) &
+    busy+=($!)
+done
+t0=$SECONDS
+since=$(date +%s)
+passes=0
+for i in $(seq 20); do
+    read -r passed failed ran < <(CRITEST=$CRITEST_1_36 run_critest "$LOGDIR/timeout-$i.log" \
+        --ginkgo.focus="$TIMEOUT_SPEC")
+    if [[ $passed != 1 || $failed != 0 || $ran != 1 ]]; then
+        kill "${busy[@]}"
+        grep -E -B2 -A8 '^\s*\[FAILED\]' "$LOGDIR/timeout-$i.log" | head -n 40 >&2 || true
+        fail "critest 1.36 '$TIMEOUT_SPEC', run $i of 20 on busy cores: $passed passed, $failed failed, $ran ran"
+    fi
+    passes=$((passes + 1))
+done
+kill "${busy[@]}"
+wait "${busy[@]}" 2>/dev/null || true
+# Which side noticed: the frontend logs each deadline it answered.
+answered=$(journalctl -q -o cat -u podscope-cri --since "@$since" | grep -c "PullImage: the caller's deadline" || true)
+ok "critest 1.36 '$TIMEOUT_SPEC': $passes of 20 passed on busy cores, $answered answered DEADLINE_EXCEEDED by podscope-cri, the rest by critest's own timer ($((SECONDS - t0)) s)"
 
 # critest 1.36's user namespace specs (the Security Context UserNamespaces
 # context, 6 specs) alone, on the handler crun-userns (crun 1.27.1, which
