@@ -202,3 +202,51 @@ impl Bound {
 fn refused(e: crate::Error) -> zbus::Error {
     zbus::fdo::Error::LimitsExceeded(e.to_string()).into()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_timeout(e: &zbus::Error, says: &str) -> bool {
+        matches!(e, zbus::Error::InputOutput(io)
+            if io.kind() == std::io::ErrorKind::TimedOut && io.to_string().contains(says))
+    }
+
+    /// A wait on podscoped ends at the caller's deadline when it comes
+    /// before the frontend's own bound, and says whose it was; zbus's own
+    /// timeout is named as the frontend's bound.
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_ends_at_the_callers_deadline_or_names_the_frontends_bound() {
+        let never = || std::future::pending::<zbus::Result<()>>();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let e = deadline::within(deadline, async {
+            Bound::of(Duration::from_secs(240), "--call-timeout")
+                .keep(never())
+                .await
+        })
+        .await
+        .unwrap_err();
+        assert!(is_timeout(&e, "the caller's deadline passed"), "{e:?}");
+        assert_eq!(status_of(&e).code(), tonic::Code::DeadlineExceeded);
+        assert_eq!(Instant::now(), deadline);
+        // A caller's deadline past the frontend's bound leaves it to zbus.
+        let far = deadline::within(Instant::now() + Duration::from_secs(3600), async {
+            Bound::of(Duration::from_secs(240), "--call-timeout").caller
+        })
+        .await;
+        assert_eq!(far, None);
+        let zbus_timeout = || async {
+            Err::<(), _>(zbus::Error::InputOutput(std::sync::Arc::new(
+                std::io::ErrorKind::TimedOut.into(),
+            )))
+        };
+        let e = Bound::of(Duration::from_secs(240), "--call-timeout")
+            .keep(zbus_timeout())
+            .await
+            .unwrap_err();
+        assert!(
+            is_timeout(&e, "past podscope-cri's --call-timeout"),
+            "{e:?}"
+        );
+    }
+}

@@ -17,10 +17,15 @@
 //!   so that each wait on podscoped ends with it (`daemon::Daemon::call`),
 //!   and is answered DEADLINE_EXCEEDED when it passes.
 //!
-//! A mutating call runs in a task of its own (`runtime::detached`), which
-//! does not inherit the task-local: cutting the caller's wait short never
-//! cuts the work short, so the daemon ends it whole, and kubelet's retry
-//! joins it.
+//! A call that changes something in several steps, or whose one step is
+//! long (RunPodSandbox, CreateContainer, the stops and removes, PullImage),
+//! runs in a task of its own (`runtime::detached`), which does not inherit
+//! the task-local: cutting the caller's wait short never cuts the work
+//! short, so the daemon ends it whole, and kubelet's retry joins it. The
+//! others are one call to podscoped each, sent whole or not at all.
+//!
+//! For a server-streaming call (GetContainerEvents) the deadline holds
+//! until its stream begins, as tonic's did.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -107,16 +112,23 @@ pub enum Asked {
     Malformed(Malformed),
 }
 
-/// The deadline the header rewrite handed over (of several, the last, as
-/// grpc-go's server keeps it).
+/// The deadline the header rewrite handed over. Of several, as grpc-go's
+/// server reads them: any malformed one makes the call malformed, else the
+/// last counts.
 pub fn asked(headers: &http::HeaderMap) -> Asked {
-    match headers.get_all(DEADLINE_HEADER).iter().next_back() {
-        None => Asked::None,
-        Some(v) => match parse(v.as_bytes()) {
-            Ok(d) => Asked::Within(d),
-            Err(e) => Asked::Malformed(e),
-        },
+    let mut asked = Asked::None;
+    for v in headers.get_all(DEADLINE_HEADER) {
+        match parse(v.as_bytes()) {
+            Ok(d) => asked = Asked::Within(d),
+            Err(e) => return Asked::Malformed(e),
+        }
     }
+    asked
+}
+
+/// Run `call` with `deadline` as the current call's (`current`).
+pub async fn within<F: Future>(deadline: Instant, call: F) -> F::Output {
+    DEADLINE.scope(deadline, call).await
 }
 
 /// The status for a call whose deadline passed (`timeout` as the client
@@ -191,15 +203,20 @@ where
                 *res.status_mut() = http::StatusCode::BAD_REQUEST;
                 Box::pin(std::future::ready(Ok(res)))
             }
-            Asked::Within(timeout) if timeout.is_zero() => Box::pin(std::future::ready(Ok(
-                exceeded(timeout, "before the call began: nothing was done").into_http(),
-            ))),
             Asked::Within(timeout) => {
                 // A timeout past what an Instant holds is no deadline.
                 let Some(deadline) = arrived.checked_add(timeout) else {
                     return Box::pin(self.inner.call(req));
                 };
-                let call = DEADLINE.scope(deadline, self.inner.call(req));
+                // Zero, or so short it passed already: nothing is begun.
+                if deadline <= Instant::now() {
+                    return Box::pin(std::future::ready(Ok(exceeded(
+                        timeout,
+                        "before the call began: nothing was done",
+                    )
+                    .into_http())));
+                }
+                let call = within(deadline, self.inner.call(req));
                 Box::pin(async move {
                     match tokio::time::timeout_at(deadline, call).await {
                         Ok(r) => r,
@@ -347,6 +364,19 @@ mod tests {
         let (code, body, _) = answer(10, None).await;
         assert_eq!(code, None);
         assert_eq!(body, "deadline=false header=false");
+    }
+
+    #[test]
+    fn of_several_timeouts_a_malformed_one_wins_else_the_last() {
+        let mut h = http::HeaderMap::new();
+        assert_eq!(asked(&h), Asked::None);
+        for v in ["5S", "2S"] {
+            h.append(DEADLINE_HEADER, http::HeaderValue::from_static(v));
+        }
+        assert_eq!(asked(&h), Asked::Within(Duration::from_secs(2)));
+        h.append(DEADLINE_HEADER, http::HeaderValue::from_static("x"));
+        h.append(DEADLINE_HEADER, http::HeaderValue::from_static("1S"));
+        assert!(matches!(asked(&h), Asked::Malformed(_)));
     }
 
     #[tokio::test(start_paused = true)]

@@ -327,6 +327,10 @@ clear_pods "critest 1.36"
 # A registry that takes connections and never answers (the daemon's own
 # stall timeout is 60 s): crictl 1.36's pull with --pull-timeout 2s.
 STALL_PORT=5099
+# What this section starts in the background goes with the script, also
+# when a check fails.
+bg=()
+trap 'kill "${bg[@]}" 2>/dev/null || true' EXIT
 python3 -c '
 import socket, sys
 s = socket.socket()
@@ -338,11 +342,12 @@ while True:
     held.append(s.accept()[0])
 ' "$STALL_PORT" &
 stall_pid=$!
+bg+=("$stall_pid")
 for _ in $(seq 100); do
-    ss -Hltn "sport = :$STALL_PORT" | grep -q . && break
+    [[ -n $(ss -Hltn "sport = :$STALL_PORT") ]] && break
     sleep 0.1
 done
-ss -Hltn "sport = :$STALL_PORT" | grep -q . || fail "the stalling registry does not listen on $STALL_PORT"
+[[ -n $(ss -Hltn "sport = :$STALL_PORT") ]] || fail "the stalling registry does not listen on $STALL_PORT"
 if out=$("$CRICTL_1_36" --runtime-endpoint "$EP" --image-endpoint "$EP" \
     pull --pull-timeout 2s "127.0.0.1:$STALL_PORT/stalled/image:1" 2>&1); then
     fail "crictl 1.36 pull from a stalling registry succeeded: $out"
@@ -362,15 +367,16 @@ busy=()
 for _ in 1 2; do
     (while :; do :; done) &
     busy+=($!)
+    bg+=($!)
 done
 t0=$SECONDS
 since=$(date +%s)
 passes=0
 for i in $(seq 20); do
+    passed='' failed='' ran=''
     read -r passed failed ran < <(CRITEST=$CRITEST_1_36 run_critest "$LOGDIR/timeout-$i.log" \
-        --ginkgo.focus="$TIMEOUT_SPEC")
+        --ginkgo.focus="$TIMEOUT_SPEC") || true
     if [[ $passed != 1 || $failed != 0 || $ran != 1 ]]; then
-        kill "${busy[@]}"
         grep -E -B2 -A8 '^\s*\[FAILED\]' "$LOGDIR/timeout-$i.log" | head -n 40 >&2 || true
         fail "critest 1.36 '$TIMEOUT_SPEC', run $i of 20 on busy cores: $passed passed, $failed failed, $ran ran"
     fi
@@ -378,6 +384,7 @@ for i in $(seq 20); do
 done
 kill "${busy[@]}"
 wait "${busy[@]}" 2>/dev/null || true
+bg=()
 # Which side noticed: the frontend logs each deadline it answered.
 answered=$(journalctl -q -o cat -u podscope-cri --since "@$since" | grep -c "PullImage: the caller's deadline" || true)
 ok "critest 1.36 '$TIMEOUT_SPEC': $passes of 20 passed on busy cores, $answered answered DEADLINE_EXCEEDED by podscope-cri, the rest by critest's own timer ($((SECONDS - t0)) s)"
