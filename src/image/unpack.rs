@@ -291,6 +291,14 @@ impl Writer {
             return Ok(());
         }
         if let Some(target) = name_str.strip_prefix(WHITEOUT_PREFIX) {
+            if target == "." || target == ".." {
+                // Its removal would reach the directory itself, or the one
+                // above the layer's.
+                return Err(Error::invalid(
+                    "layer",
+                    format!("{}: a whiteout of {target:?} names no file", rel.display()),
+                ));
+            }
             if target.starts_with(".wh.") || target.is_empty() {
                 // aufs bookkeeping (.wh..wh.plnk and the like): nothing to make.
                 return Ok(());
@@ -900,6 +908,39 @@ mod tests {
         let dir = TempDir::new();
         assert!(unpack(t.as_slice(), &Compression::None, &dir.0).is_err());
         assert_eq!(std::fs::read(&victim).unwrap(), b"original");
+    }
+
+    /// `.wh..` and `.wh...` name the directory itself and the one above:
+    /// refused by name, nothing removed (the finding 9: the second
+    /// reached remove_dir_all on the layer directory's parent).
+    #[test]
+    fn whiteouts_of_dot_and_dot_dot_are_refused() {
+        must_be_root();
+        for (name, target) in [("sub/.wh..", "\".\""), ("sub/.wh...", "\"..\"")] {
+            let parent = TempDir::new();
+            let layer = parent.0.join("layer");
+            std::fs::create_dir(&layer).unwrap();
+            let sibling = parent.0.join("sibling");
+            std::fs::write(&sibling, b"kept").unwrap();
+            let mut t = Vec::new();
+            raw(&mut t, "sub/", T::Directory, "", b"", 0o755, 0);
+            raw(&mut t, "sub/kept", T::Regular, "", b"kept", 0o644, 0);
+            raw(&mut t, name, T::Regular, "", b"", 0o644, 0);
+            end(&mut t);
+            let e = unpack(t.as_slice(), &Compression::None, &layer)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("a whiteout of {target} names no file")),
+                "{e}"
+            );
+            assert_eq!(std::fs::read(&sibling).unwrap(), b"kept", "{name}");
+            assert_eq!(
+                std::fs::read(layer.join("sub/kept")).unwrap(),
+                b"kept",
+                "{name}"
+            );
+        }
     }
 
     #[test]

@@ -174,6 +174,27 @@ impl Ws {
     }
 }
 
+/// The channel and data one client message carries (a binary frame, or in
+/// the base64 subprotocols a text frame: the channel's digit, then base64),
+/// or `None` for one that carries none.
+pub fn channel_data(msg: &Message, base64: bool) -> Option<(u8, Bytes)> {
+    match msg {
+        Message::Binary(b) if !b.is_empty() && !base64 => Some((b[0], b.slice(1..))),
+        Message::Text(t) if !t.is_empty() && base64 => {
+            // Bytes, not chars: a frame may start with a multi-byte
+            // character (slicing the str there would panic, and a panic
+            // aborts the frontend).
+            let t = t.as_bytes();
+            let ch = t[0].wrapping_sub(b'0');
+            base64::engine::general_purpose::STANDARD
+                .decode(&t[1..])
+                .ok()
+                .map(|d| (ch, Bytes::from(d)))
+        }
+        _ => None,
+    }
+}
+
 async fn read_loop<S>(
     mut stream: futures_util::stream::SplitStream<WebSocketStream<S>>,
     mut inputs: HashMap<u8, mpsc::Sender<Bytes>>,
@@ -187,18 +208,11 @@ async fn read_loop<S>(
     while let Some(msg) = stream.next().await {
         let Ok(msg) = msg else { break };
         activity.touch();
-        let (channel, data) = match msg {
-            Message::Binary(b) if !b.is_empty() && !base64 => (b[0], b.slice(1..)),
-            Message::Text(t) if !t.is_empty() && base64 => {
-                let t = t.as_str();
-                let ch = t.as_bytes()[0].wrapping_sub(b'0');
-                match base64::engine::general_purpose::STANDARD.decode(&t[1..]) {
-                    Ok(d) => (ch, Bytes::from(d)),
-                    Err(_) => continue,
-                }
-            }
-            Message::Close(_) => break,
-            _ => continue,
+        if let Message::Close(_) = msg {
+            break;
+        }
+        let Some((channel, data)) = channel_data(&msg, base64) else {
+            continue;
         };
         if v5 && channel == 255 {
             // The client closes its channel: its end of stdin, say.
@@ -306,5 +320,25 @@ mod tests {
         assert_eq!(negotiate(&none, PORTFORWARD), Some(""));
         assert_eq!(version("v4.base64.channel.k8s.io"), 4);
         assert_eq!(version(""), 1);
+    }
+
+    /// A text frame that starts with a multi-byte character carries
+    /// nothing, and the frontend lives on (the finding 8: slicing it
+    /// as a str panicked, and the release build aborts on a panic).
+    #[test]
+    fn frames_carry_their_channel_and_data_and_odd_ones_nothing() {
+        let text = |s: &str| Message::Text(s.into());
+        assert_eq!(
+            channel_data(&text("0aGk="), true),
+            Some((0, Bytes::from("hi")))
+        );
+        for odd in ["\u{e9}aGk=", "\u{1f600}", "\u{e9}", "0@@@"] {
+            assert_eq!(channel_data(&text(odd), true), None, "{odd:?}");
+        }
+        assert_eq!(channel_data(&text("0aGk="), false), None);
+        let bin = Message::Binary(Bytes::from_static(b"\x01hi"));
+        assert_eq!(channel_data(&bin, false), Some((1, Bytes::from("hi"))));
+        assert_eq!(channel_data(&bin, true), None);
+        assert_eq!(channel_data(&Message::Binary(Bytes::new()), false), None);
     }
 }
