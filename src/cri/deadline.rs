@@ -218,18 +218,27 @@ where
                 }
                 let call = within(deadline, self.inner.call(req));
                 Box::pin(async move {
-                    match tokio::time::timeout_at(deadline, call).await {
-                        Ok(r) => r,
-                        Err(_) => {
-                            tracing::warn!(
-                                cri_method = %method,
-                                code = "DeadlineExceeded",
-                                "CRI {method}: the caller's deadline ({}) passed",
-                                shown(timeout)
-                            );
-                            Ok(exceeded(timeout, "before the call was answered").into_http())
-                        }
-                    }
+                    // The deadline first: an answer ready only once it has
+                    // passed is DEADLINE_EXCEEDED too (the spec allows it
+                    // "even if the operation has completed successfully"),
+                    // and tokio's timer, a millisecond coarse, may wake late,
+                    // so the clock is read as well. (A pull of an image in
+                    // the store takes podscoped a millisecond: critest's 1 ms
+                    // pull was answered OK past its deadline.)
+                    let answer = tokio::select! {
+                        biased;
+                        _ = tokio::time::sleep_until(deadline) => None,
+                        r = call => (Instant::now() < deadline).then_some(r),
+                    };
+                    answer.unwrap_or_else(|| {
+                        tracing::warn!(
+                            cri_method = %method,
+                            code = "DeadlineExceeded",
+                            "CRI {method}: the caller's deadline ({}) passed",
+                            shown(timeout)
+                        );
+                        Ok(exceeded(timeout, "before the call was answered").into_http())
+                    })
                 })
             }
         }
@@ -361,6 +370,11 @@ mod tests {
         let (code, body, _) = answer(10, Some("1S")).await;
         assert_eq!(code, None);
         assert_eq!(body, "deadline=true header=false");
+        // Ready at the very moment the deadline passes: too late.
+        let (code, _, _) = answer(1_000, Some("1S")).await;
+        assert_eq!(code, Some(Code::DeadlineExceeded));
+        let (code, _, _) = answer(999, Some("1S")).await;
+        assert_eq!(code, None);
         let (code, body, _) = answer(10, None).await;
         assert_eq!(code, None);
         assert_eq!(body, "deadline=false header=false");
