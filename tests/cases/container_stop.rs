@@ -50,17 +50,7 @@ async fn sigterm_first_then_sigkill_at_the_timeout(handler: &str) {
     );
 
     // One that ignores SIGTERM: SIGKILL after the timeout, exit 137.
-    let stubborn = run(
-        &m,
-        &pod,
-        "stubborn",
-        ContainerOptions {
-            log_path: "stubborn.log".into(),
-            ..sh_cmd("trap '' TERM; echo ready; while :; do sleep 0.1; done")
-        },
-    )
-    .await;
-    wait_lines(&format!("{logs}/stubborn.log"), 1, Duration::from_secs(10)).await;
+    let stubborn = run_ignoring_term(&m, &pod, &logs).await;
     let t0 = Instant::now();
     m.stop_container(&stubborn, 2).await.unwrap();
     let took = t0.elapsed();

@@ -52,6 +52,23 @@ pub async fn run(m: &Client, pod: &str, name: &str, o: ContainerOptions) -> Stri
     id
 }
 
+/// A started container that ignores SIGTERM (only SIGKILL ends it), once
+/// it has written its first line to `<logs>/stubborn.log`; its id.
+pub async fn run_ignoring_term(m: &Client, pod: &str, logs: &str) -> String {
+    let id = run(
+        m,
+        pod,
+        "stubborn",
+        ContainerOptions {
+            log_path: "stubborn.log".into(),
+            ..sh_cmd("trap '' TERM; echo ready; while :; do sleep 0.1; done")
+        },
+    )
+    .await;
+    wait_lines(&format!("{logs}/stubborn.log"), 1, Duration::from_secs(10)).await;
+    id
+}
+
 pub async fn wait_container(m: &Client, id: &str, want: ContainerState, timeout: Duration) {
     let t0 = std::time::Instant::now();
     loop {

@@ -10,7 +10,6 @@
 use crate::common::*;
 use crate::containers::*;
 use cri_api::v1 as cri;
-use podscope::api::container::ContainerOptions;
 use podscope::domain::container::ContainerState;
 use prost::Message;
 use std::time::Duration;
@@ -145,17 +144,7 @@ async fn a_stop_past_the_callers_deadline_is_deadline_exceeded_and_ends_whole() 
     let (m, _c) = manager().await;
     pull_busybox(&m).await;
     let (pod, logs) = log_pod(&m, "cri-dl-stop", "").await;
-    let stubborn = run(
-        &m,
-        &pod,
-        "stubborn",
-        ContainerOptions {
-            log_path: "stubborn.log".into(),
-            ..sh_cmd("trap '' TERM; echo ready; while :; do sleep 0.1; done")
-        },
-    )
-    .await;
-    wait_lines(&format!("{logs}/stubborn.log"), 1, Duration::from_secs(10)).await;
+    let stubborn = run_ignoring_term(&m, &pod, &logs).await;
     let stop = cri::StopContainerRequest {
         container_id: stubborn.clone(),
         timeout: 8,
