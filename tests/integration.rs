@@ -47,6 +47,8 @@ mod failpoints;
 mod images;
 // What is on the node against the records: shared with make bench's
 // failpoints driver and make load (by path), used by failpoints and abuse.
+#[path = "cases/isolation.rs"]
+mod isolation;
 #[path = "../src/bin/podscope-bench/leftovers.rs"]
 #[allow(dead_code)]
 mod leftovers;

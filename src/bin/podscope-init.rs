@@ -3,12 +3,23 @@
 //! Run by podscoped (see `init_spawn`). It joins the pod's network namespace
 //! (pinned by podscope-netns@<id>.service; `--netns`), enters new UTS/IPC
 //! namespaces (and a PID namespace when the pod shares one), sets the
-//! hostname, then forks the long-lived init, which drops
-//! every capability, sets no_new_privs, reaps children and exits on SIGTERM.
+//! hostname, then forks the long-lived init, which reaps children and exits
+//! on SIGTERM.
+//!
+//! In a pod that shares its PID namespace the init is every container's
+//! PID 1, and `/proc/1/{root,cwd,fd,environ,mem,exe}` are in the containers'
+//! reach. So before it reports ready the init leaves the host behind: it
+//! takes a mount namespace of its own whose root is an empty, read-only
+//! tmpfs (as a pause container's image root holds nothing), drops to uid and
+//! gid 65535 (the pause image's) with no capability, no supplementary group
+//! and no_new_privs, and makes itself not dumpable, so that only a process
+//! with CAP_SYS_PTRACE may open those files at all, and then finds nothing
+//! of the host in them. The descriptors it holds for the daemon are opened
+//! before (the hold socket is bound while its path is still in view).
 //! The spawner prints that init's PID once it is ready and exits, so the
 //! init is reparented to PID 1 and podscoped never has to reap it.
 //!
-//! With `--hold-socket PATH` it also holds descriptors for the daemon: the
+//! On `--hold-socket PATH` it also holds descriptors for the daemon: the
 //! read ends of its containers' log pipes, so that a container's write
 //! never meets a pipe with no reader while podscoped is down (see
 //! `pod::holder` for the protocol).
@@ -49,7 +60,7 @@ fn die(what: &str) -> ! {
 fn usage(msg: &str) -> ! {
     let _ = writeln!(
         std::io::stderr(),
-        "podscope-init: {msg}\nusage: podscope-init --id ID (--netns PATH | --host-network) [--hostname NAME] [--host-ipc] [--pid-namespace] [--sysctl /proc/sys/PATH=VALUE]... [--hold-socket PATH]"
+        "podscope-init: {msg}\nusage: podscope-init --id ID (--netns PATH | --host-network) [--hostname NAME] [--host-ipc] [--pid-namespace] [--sysctl /proc/sys/PATH=VALUE]... --hold-socket PATH"
     );
     exit(2)
 }
@@ -121,8 +132,62 @@ struct CapData {
 }
 const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 
+/// The uid and gid the init runs as once it is ready: the pause image's,
+/// owned by nothing on a node, so that no file of the host is the init's and
+/// a container process of another uid cannot signal or trace it.
+const INIT_ID: libc::uid_t = 65535;
+
+/// Leave the host's file system behind: a mount namespace of our own whose
+/// root is an empty read-only tmpfs mounted over `dir` (the pod's directory:
+/// it exists, and the mount is seen by no one else), the old root detached.
+fn empty_root(dir: &str) {
+    let c = CString::new(dir).unwrap_or_else(|_| usage("a path contains NUL"));
+    // SAFETY: mount-namespace calls with valid C strings; results checked.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            die("unshare the mount namespace");
+        }
+        // Nothing done here may reach the namespace it was copied from.
+        if libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
+            die("make the mounts private");
+        }
+        if libc::mount(
+            c"podscope-init".as_ptr(),
+            c.as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            c"size=4k,nr_inodes=4,mode=0555".as_ptr().cast(),
+        ) != 0
+        {
+            die(&format!("mount an empty root on {dir}"));
+        }
+        if libc::chdir(c.as_ptr()) != 0 {
+            die("enter the empty root");
+        }
+        // pivot_root(".", "."): the old root is stacked on the new one and
+        // detached at once (no directory for it is needed: the tmpfs is
+        // read-only and empty).
+        if libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) != 0 {
+            die("pivot_root to the empty root");
+        }
+        if libc::umount2(c".".as_ptr(), libc::MNT_DETACH) != 0 {
+            die("detach the old root");
+        }
+        if libc::chdir(c"/".as_ptr()) != 0 {
+            die("chdir /");
+        }
+    }
+}
+
 fn drop_privileges() {
-    // SAFETY: prctl/capset with valid arguments; failures are checked.
+    // SAFETY: prctl/capset/set*id with valid arguments; failures are checked.
     unsafe {
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             die("set no_new_privs");
@@ -142,6 +207,16 @@ fn drop_privileges() {
             0,
             0,
         );
+        if libc::setgroups(0, std::ptr::null()) != 0 {
+            die("drop supplementary groups");
+        }
+        if libc::setresgid(INIT_ID, INIT_ID, INIT_ID) != 0 {
+            die("set gid");
+        }
+        // Leaving uid 0 clears the permitted and effective sets too.
+        if libc::setresuid(INIT_ID, INIT_ID, INIT_ID) != 0 {
+            die("set uid");
+        }
         let hdr = CapHeader {
             version: LINUX_CAPABILITY_VERSION_3,
             pid: 0,
@@ -153,6 +228,11 @@ fn drop_privileges() {
         }; 2];
         if libc::syscall(libc::SYS_capset, &hdr, data.as_ptr()) != 0 {
             die("drop capabilities");
+        }
+        // Set last: a change of ids resets it to fs.suid_dumpable. Not
+        // dumpable, /proc/<pid>/ of the init is root's and ptrace-guarded.
+        if libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 {
+            die("set not dumpable");
         }
     }
 }
@@ -352,7 +432,7 @@ fn serve_client(client: libc::c_int, holdings: &mut Holdings) {
 }
 
 /// The init proper: never returns.
-fn run_init(ready_fd: libc::c_int, hold_socket: Option<&str>) -> ! {
+fn run_init(ready_fd: libc::c_int, hold_socket: &str) -> ! {
     // SAFETY: signal-mask, fd and wait calls on values we own.
     unsafe {
         libc::setsid();
@@ -370,23 +450,26 @@ fn run_init(ready_fd: libc::c_int, hold_socket: Option<&str>) -> ! {
         // Blocked rather than handled: as PID 1 of a namespace, a signal with
         // the default action would be dropped; a blocked one waits for us.
         libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        // Made while root may still write the pod's directory.
-        let listener = hold_socket.map(listen_hold_socket);
+        // Made while root may still write the pod's directory and the path
+        // is in view; the listening socket outlives both.
+        let listener = listen_hold_socket(hold_socket);
         let sigfd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
         if sigfd < 0 {
             die("signalfd");
-        }
-        drop_privileges();
-        if libc::chdir(c"/".as_ptr()) != 0 {
-            die("chdir /");
         }
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
         if null < 0 {
             die("open /dev/null");
         }
-        for fd in 0..3 {
+        // stderr stays the spawner's until the last step that may fail.
+        for fd in 0..2 {
             libc::dup2(null, fd);
         }
+        // main() checked that the socket is in a directory below /.
+        let pod_dir = hold_socket.rsplit_once('/').map_or("/", |(d, _)| d);
+        empty_root(pod_dir);
+        drop_privileges();
+        libc::dup2(null, 2);
         if null > 2 {
             libc::close(null);
         }
@@ -402,7 +485,7 @@ fn run_init(ready_fd: libc::c_int, hold_socket: Option<&str>) -> ! {
                 revents: 0,
             },
             libc::pollfd {
-                fd: listener.unwrap_or(-1),
+                fd: listener,
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -555,6 +638,10 @@ fn main() {
     if o.host_network == o.netns.is_some() {
         usage("exactly one of --netns and --host-network is needed");
     }
+    let hold_socket = match &o.hold_socket {
+        Some(p) if p.starts_with('/') && p.rfind('/') > Some(0) => p.clone(),
+        _ => usage("--hold-socket needs an absolute path below /"),
+    };
     let mut flags = 0;
     if !o.host_network {
         flags |= libc::CLONE_NEWUTS;
@@ -612,7 +699,7 @@ fn main() {
         }
         if pid == 0 {
             libc::close(fds[0]);
-            run_init(fds[1], o.hold_socket.as_deref());
+            run_init(fds[1], &hold_socket);
         }
         libc::close(fds[1]);
         let mut byte = 0u8;
