@@ -218,7 +218,7 @@ proptest! {
                 let _ = network::capability_args(
                     &c.port_mappings, &c.dns, &c.annotations, "/podscope.slice/x",
                 );
-                let _ = c.privileges();
+                let _ = c.privileges(std::path::Path::new("/var/lib/kubelet/seccomp"));
             }
         }
     }

@@ -74,6 +74,18 @@ enum Op {
         flags: libc::c_int,
         mode: libc::mode_t,
     },
+    /// Open `root`, then each of `dirs` in turn beneath it (made first,
+    /// 0755, when `make_dirs`), then `name` in the last: every step one
+    /// component with O_NOFOLLOW, so no symbolic link on the way is
+    /// followed and nothing outside `root` is reached.
+    OpenBeneath {
+        root: CString,
+        dirs: Vec<CString>,
+        name: CString,
+        make_dirs: bool,
+        flags: libc::c_int,
+        mode: libc::mode_t,
+    },
     Mkdir {
         path: CString,
         mode: libc::mode_t,
@@ -132,6 +144,81 @@ fn mkdirs(dir: &Path) -> Result<Vec<Op>> {
         });
     }
     Ok(ops)
+}
+
+/// Where a caller's `path` is opened (`Op::OpenBeneath`): beneath `root`
+/// when it is there, else beneath `/`; the directories between and the
+/// file's name.
+fn split_beneath(root: &Path, path: &Path) -> Result<(CString, Vec<CString>, CString)> {
+    use std::path::Component;
+    let (base, rest) = match path.strip_prefix(root) {
+        Ok(rest) => (root, rest),
+        Err(_) => (Path::new("/"), path.strip_prefix("/").unwrap_or(path)),
+    };
+    let mut parts = Vec::new();
+    for c in rest.components() {
+        match c {
+            Component::Normal(n) => parts.push(cpath(Path::new(n))?),
+            Component::CurDir => {}
+            _ => {
+                return Err(Error::invalid(
+                    "path",
+                    format!("{} is not a plain absolute path", path.display()),
+                ))
+            }
+        }
+    }
+    let name = parts
+        .pop()
+        .ok_or_else(|| Error::invalid("path", format!("{} names no file", path.display())))?;
+    Ok((cpath(base)?, parts, name))
+}
+
+/// A descriptor `OpenBeneath` opened non-blocking: a regular file, made
+/// blocking again, or an error that says what it is instead.
+fn regular_file(fd: OwnedFd, path: &Path) -> Result<OwnedFd> {
+    use std::os::unix::fs::FileTypeExt;
+    let f = std::fs::File::from(fd);
+    let meta = f
+        .metadata()
+        .map_err(|e| Error::io(format!("stat {}", path.display()), e))?;
+    if !meta.file_type().is_file() {
+        let t = meta.file_type();
+        let what = if t.is_dir() {
+            "a directory"
+        } else if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_socket() {
+            "a socket"
+        } else {
+            "a device"
+        };
+        return Err(Error::invalid(
+            "path",
+            format!("{} is {what}, not a regular file", path.display()),
+        ));
+    }
+    let fd = OwnedFd::from(f);
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        let fl = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+    }
+    Ok(fd)
+}
+
+/// The error of an `OpenBeneath`, saying why a link is an error there.
+fn beneath_error(what: String, root: &Path, e: io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) | Some(libc::ENOTDIR) => Error::io(
+            format!(
+                "{what} (beneath {}, where no symbolic link is followed)",
+                root.display()
+            ),
+            e,
+        ),
+        _ => Error::io(what, e),
+    }
 }
 
 fn cstr(p: &str) -> Result<CString> {
@@ -428,15 +515,74 @@ impl HostNs {
             .map_err(|e| Error::io(format!("create {}", dir.display()), e))
     }
 
-    /// Open `path` for appending, creating it (0640) and its missing parent
-    /// directories (0755): a log file.
-    pub async fn open_append(&self, path: &Path) -> Result<OwnedFd> {
-        let dirs = match path.parent() {
-            Some(parent) => mkdirs(parent)?,
-            None => Vec::new(),
+    /// Open a container's log file for appending, creating it (0640) and
+    /// its missing directories (0755). Beneath `root` (podscope.toml's
+    /// `log_root`, made if missing) when it is there, else beneath `/`; in
+    /// either no symbolic link is followed (a log directory is a caller's
+    /// choice, and the daemon writes there as root), and the file must be
+    /// a regular one.
+    pub async fn open_log(&self, root: &Path, path: &Path) -> Result<OwnedFd> {
+        let (base, dirs, name) = split_beneath(root, path)?;
+        let mut ops = if path.starts_with(root) {
+            mkdirs(root)?
+        } else {
+            Vec::new()
         };
-        let flags = libc::O_APPEND | libc::O_CREAT | libc::O_NOFOLLOW;
-        self.open_for_writing_after(dirs, path, flags, 0o640).await
+        ops.push(Op::OpenBeneath {
+            root: base,
+            dirs,
+            name,
+            make_dirs: true,
+            flags: libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT,
+            mode: 0o640,
+        });
+        let what = format!("open {} for writing", path.display());
+        let mut fds = self
+            .run(ops)
+            .await
+            .map_err(|e| beneath_error(what.clone(), root, e))?;
+        let fd = fds
+            .pop()
+            .flatten()
+            .ok_or_else(|| Error::internal(format!("{what}: no descriptor came back")))?;
+        regular_file(fd, path)
+    }
+
+    /// Read a small regular file (at most `max` bytes) a caller named,
+    /// beneath `root` when it is there, else beneath `/`, following no
+    /// symbolic link (a Localhost seccomp profile: read as root).
+    pub async fn read_beneath(&self, root: &Path, path: &Path, max: usize) -> Result<Vec<u8>> {
+        use std::io::Read;
+        let (base, dirs, name) = split_beneath(root, path)?;
+        let what = format!("open {}", path.display());
+        let mut fds = self
+            .run(vec![Op::OpenBeneath {
+                root: base,
+                dirs,
+                name,
+                make_dirs: false,
+                flags: libc::O_RDONLY,
+                mode: 0,
+            }])
+            .await
+            .map_err(|e| beneath_error(what.clone(), root, e))?;
+        let fd = fds
+            .pop()
+            .flatten()
+            .ok_or_else(|| Error::internal(format!("{what}: no descriptor came back")))?;
+        let mut f = std::fs::File::from(regular_file(fd, path)?);
+        let mut buf = Vec::new();
+        (&mut f)
+            .take(max as u64 + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| Error::io(format!("read {}", path.display()), e))?;
+        if buf.len() > max {
+            return Err(Error::invalid(
+                "path",
+                format!("{} is larger than {max} bytes", path.display()),
+            ));
+        }
+        Ok(buf)
     }
 
     /// `mkdir -p dir`, then open `dir/name` for writing, in one child: a
@@ -591,6 +737,50 @@ fn do_op(op: &Op) -> std::result::Result<Option<RawFd>, i32> {
                 let fd = libc::open(path.as_ptr(), *flags, *mode as libc::c_uint);
                 if fd < 0 {
                     return Err(errno());
+                }
+                Ok(Some(fd))
+            }
+            Op::OpenBeneath {
+                root,
+                dirs,
+                name,
+                make_dirs,
+                flags,
+                mode,
+            } => {
+                let dir_flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+                let mut dir = libc::open(root.as_ptr(), dir_flags);
+                if dir < 0 {
+                    return Err(errno());
+                }
+                for d in dirs {
+                    if *make_dirs && libc::mkdirat(dir, d.as_ptr(), 0o755) != 0 {
+                        let e = errno();
+                        if e != libc::EEXIST {
+                            libc::close(dir);
+                            return Err(e);
+                        }
+                    }
+                    let next = libc::openat(dir, d.as_ptr(), dir_flags | libc::O_NOFOLLOW);
+                    let e = errno();
+                    libc::close(dir);
+                    if next < 0 {
+                        return Err(e);
+                    }
+                    dir = next;
+                }
+                // Non-blocking: a FIFO put there must not hang the call
+                // (the daemon checks what it got: `regular_file`).
+                let fd = libc::openat(
+                    dir,
+                    name.as_ptr(),
+                    *flags | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC,
+                    *mode as libc::c_uint,
+                );
+                let e = errno();
+                libc::close(dir);
+                if fd < 0 {
+                    return Err(e);
                 }
                 Ok(Some(fd))
             }
@@ -1023,7 +1213,7 @@ mod tests {
         let t = crate::store::tests::TempDir::new();
         let h = HostNs { mntns: None };
         let log = t.0.join("a/b/c.log");
-        let fd = h.open_append(&log).await.unwrap();
+        let fd = h.open_log(&t.0, &log).await.unwrap();
         use std::io::Write;
         std::fs::File::from(fd).write_all(b"line\n").unwrap();
         assert_eq!(h.read(&log, 100).await.unwrap(), b"line\n");
@@ -1035,6 +1225,79 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("missing"), "{e}");
         h.unmount(&t.0.join("not-mounted")).await.unwrap();
+    }
+
+    /// Issue 41, findings 2 and 12: a log file or a profile a caller names
+    /// is opened beneath its root (or beneath / when it is elsewhere) with
+    /// no symbolic link followed on the way, and only a regular file is
+    /// taken: a FIFO does not hang the call.
+    #[tokio::test]
+    async fn callers_paths_are_opened_beneath_without_links() {
+        let t = crate::store::tests::TempDir::new();
+        let own = std::fs::File::open("/proc/self/ns/mnt").unwrap();
+        for h in [
+            HostNs { mntns: None },
+            HostNs {
+                mntns: Some(std::sync::Arc::new(own.into())),
+            },
+        ] {
+            let root = t.0.join("logs");
+            let outside = t.0.join("outside");
+            std::fs::create_dir_all(&outside).unwrap();
+            // The root itself is made, as kubelet's /var/log/pods is.
+            let fd = h.open_log(&root, &root.join("p/c/0.log")).await.unwrap();
+            drop(fd);
+            assert!(root.join("p/c/0.log").is_file());
+            let _ = std::fs::remove_file(root.join("lnk"));
+            std::os::unix::fs::symlink(&outside, root.join("lnk")).unwrap();
+            let e = h
+                .open_log(&root, &root.join("lnk/c/0.log"))
+                .await
+                .unwrap_err();
+            assert!(
+                e.to_string().contains("where no symbolic link is followed"),
+                "{e}"
+            );
+            let _ = std::fs::remove_file(root.join("p/c/1.log"));
+            std::os::unix::fs::symlink(outside.join("f"), root.join("p/c/1.log")).unwrap();
+            assert!(h.open_log(&root, &root.join("p/c/1.log")).await.is_err());
+            // A path outside the root: beneath /, links refused the same.
+            let e = h
+                .open_log(&root, &root.join("../logs/lnk/x.log"))
+                .await
+                .unwrap_err();
+            assert!(e.to_string().contains("plain absolute path"), "{e}");
+            let e = h
+                .open_log(&root, &t.0.join("logs/lnk/y.log"))
+                .await
+                .unwrap_err();
+            assert!(e.to_string().contains("symbolic link"), "{e}");
+            assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+            let fifo = root.join("p/fifo");
+            let _ = std::fs::remove_file(&fifo);
+            let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+            // SAFETY: mkfifo with a valid path.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+            let e = h.read_beneath(&root, &fifo, 100).await.unwrap_err();
+            assert!(
+                e.to_string().contains("is a FIFO, not a regular file"),
+                "{e}"
+            );
+            let e = h.open_log(&root, &fifo).await.unwrap_err();
+            assert!(e.to_string().contains("No such device"), "{e}");
+            let e = h
+                .read_beneath(&root, &root.join("p"), 100)
+                .await
+                .unwrap_err();
+            assert!(e.to_string().contains("a directory"), "{e}");
+            std::fs::write(root.join("p/profile.json"), b"{}").unwrap();
+            assert_eq!(
+                h.read_beneath(&root, &root.join("p/profile.json"), 100)
+                    .await
+                    .unwrap(),
+                b"{}"
+            );
+        }
     }
 
     /// In a child joining our own namespace (what the daemon does with
@@ -1049,7 +1312,7 @@ mod tests {
         };
         // The unit tests run as root (make check): joining a mount
         // namespace needs CAP_SYS_ADMIN and CAP_SYS_CHROOT.
-        let fd = h.open_append(&t.0.join("x/y.log")).await.unwrap();
+        let fd = h.open_log(&t.0, &t.0.join("x/y.log")).await.unwrap();
         use std::io::Write;
         std::fs::File::from(fd).write_all(b"ok").unwrap();
         assert_eq!(std::fs::read(t.0.join("x/y.log")).unwrap(), b"ok");

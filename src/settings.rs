@@ -91,6 +91,13 @@ pub struct Settings {
     pub default_runtime: String,
     /// The size of each pod's /dev/shm (a tmpfs), as tmpfs' `size=`.
     pub pod_shm_size: String,
+    /// Pods' log directories beneath this one are a plain caller's to ask
+    /// for, and are opened beneath it without following a symbolic link;
+    /// one elsewhere takes the privileged action (`SandboxConfig::privileges`).
+    pub log_root: PathBuf,
+    /// Localhost seccomp profiles beneath this directory are a plain
+    /// caller's to name; one elsewhere takes the privileged action.
+    pub seccomp_profile_root: PathBuf,
     /// Upper bound for starting a pod (init + scope job).
     pub start_timeout_ms: u64,
     /// Upper bound for stopping a pod's scope before it is killed.
@@ -153,6 +160,8 @@ impl Default for Settings {
             runtimes: default_runtimes(),
             default_runtime: "crun".into(),
             pod_shm_size: "64m".into(),
+            log_root: "/var/log/pods".into(),
+            seccomp_profile_root: "/var/lib/kubelet/seccomp".into(),
             start_timeout_ms: 10_000,
             stop_timeout_ms: 10_000,
             cni_conf_dir: "/etc/cni/net.d".into(),
@@ -287,6 +296,18 @@ impl Settings {
                 }
             }
         }
+        for (name, p) in [
+            ("log_root", &s.log_root),
+            ("seccomp_profile_root", &s.seccomp_profile_root),
+        ] {
+            let text = p.to_str().unwrap_or("");
+            if !p.is_absolute() || text == "/" || text.split('/').any(|c| c == "..") {
+                return Err(Error::invalid(
+                    name,
+                    format!("{} is not an absolute directory below /", p.display()),
+                ));
+            }
+        }
         crate::domain::oomd::parse_limit(&s.oomd_memory_pressure_limit)?;
         if s.init_path.as_os_str().is_empty() {
             s.init_path = std::env::current_exe()
@@ -411,6 +432,12 @@ mod tests {
             ("[runtimes.x]\npath = \"crun\"", "runtimes.x.path"),
             ("[runtimes.X]\npath = \"/usr/bin/crun\"", "runtimes.X"),
             ("pod_shm_size = \"lots\"", "pod_shm_size"),
+            ("log_root = \"var/log\"", "log_root"),
+            ("log_root = \"/\"", "log_root"),
+            (
+                "seccomp_profile_root = \"/a/../etc\"",
+                "seccomp_profile_root",
+            ),
             (
                 "oomd_memory_pressure_limit = \"60\"",
                 "oomd_memory_pressure_limit",

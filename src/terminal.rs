@@ -1,8 +1,11 @@
-//! The caller's end of an Exec or Attach on this machine (podscopectl):
-//! the caller's own descriptors go to podscoped as they are, except on a
-//! terminal, where the local terminal is put in raw mode, its size follows
-//! SIGWINCH, and what is typed is relayed so that ctrl-p ctrl-q can
-//! detach (as docker's and crictl's attach do).
+//! The caller's end of an Exec or Attach on this machine (podscopectl).
+//! An exec's command gets only pipes and sockets of the caller's
+//! (podscoped refuses anything else): a stream of ours that is one goes as
+//! it is, any other (a terminal, a file, a directory) through a pipe of
+//! ours, copied by a thread (`ExecStreams`). On a terminal the local
+//! terminal is put in raw mode, its size follows SIGWINCH, and what is
+//! typed is relayed so that ctrl-p ctrl-q can detach (as docker's and
+//! crictl's attach do).
 
 use crate::api::exec::{next_event, ControlMessage, EventReader, ExecEvent, ExecOptions};
 use crate::api::Client;
@@ -62,6 +65,28 @@ pub async fn session(
             given.push(err.as_fd());
         }
     }
+    // An exec's command gets pipes and sockets only; an attach's streams
+    // are the daemon's to copy into, as they are.
+    let mut streams = ExecStreams::default();
+    if is_exec && !opts.tty {
+        let mut fds = given.iter().copied();
+        let ours: Vec<OwnedFd> = [
+            (stdin, Relay::In),
+            (true, Relay::Out),
+            (opts.stderr, Relay::Out),
+        ]
+        .into_iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, how)| streams.give(fds.next().expect("one per stream"), how))
+        .collect::<std::io::Result<_>>()
+        .map_err(|e| format!("relay the exec's streams: {e}"))?;
+        streams.given = ours;
+    }
+    let given: Vec<BorrowedFd<'_>> = if streams.given.is_empty() {
+        given
+    } else {
+        streams.given.iter().map(|f| f.as_fd()).collect()
+    };
     let (mine, theirs) =
         std::os::unix::net::UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
     match cmd {
@@ -70,6 +95,10 @@ pub async fn session(
     }
     .map_err(|e| crate::api::errors::classify(&e).1)?;
     drop(theirs);
+    drop(given);
+    // Our copies of the pipes' far ends: the output's end comes when the
+    // command's side closes.
+    streams.given.clear();
     let relay_write = relay.map(|(r, w)| {
         drop(r);
         w
@@ -166,10 +195,80 @@ pub async fn session(
             if master.is_some() {
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
+            // And what our pipes still hold.
+            let copiers = std::mem::take(&mut streams.copiers);
+            let _ = tokio::task::spawn_blocking(move || {
+                for c in copiers {
+                    let _ = c.join();
+                }
+            })
+            .await;
             finish(ev, raw)
         }
         Ok(None) => Err("podscoped closed the session".into()),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Which way a relayed stream goes.
+#[derive(Clone, Copy)]
+enum Relay {
+    /// Our stdin into the command.
+    In,
+    /// The command's output to ours.
+    Out,
+}
+
+/// An exec's streams as the daemon will hand them to the command.
+#[derive(Default)]
+struct ExecStreams {
+    /// What goes to the daemon, in order.
+    given: Vec<OwnedFd>,
+    /// The threads copying the command's output to ours (ended by the
+    /// pipe's end); the one copying our stdin is not waited for.
+    copiers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl ExecStreams {
+    /// `fd` itself when it is a pipe or a socket, else a pipe of ours
+    /// whose other end a thread copies to or from it.
+    fn give(&mut self, fd: BorrowedFd<'_>, how: Relay) -> std::io::Result<OwnedFd> {
+        if pipe_or_socket(fd)? {
+            return fd.try_clone_to_owned();
+        }
+        let (r, w) = crate::container::logs::pipe()?;
+        let ours = std::fs::File::from(fd.try_clone_to_owned()?);
+        match how {
+            Relay::In => {
+                std::thread::spawn(move || copy(ours, std::fs::File::from(w)));
+                Ok(r)
+            }
+            Relay::Out => {
+                let reader = std::fs::File::from(r);
+                self.copiers
+                    .push(std::thread::spawn(move || copy(reader, ours)));
+                Ok(w)
+            }
+        }
+    }
+}
+
+fn pipe_or_socket(fd: BorrowedFd<'_>) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = std::fs::File::from(fd.try_clone_to_owned()?)
+        .metadata()?
+        .file_type();
+    Ok(t.is_fifo() || t.is_socket())
+}
+
+/// Copy until the end, or an error either side (a directory as stdin
+/// reads as an error: the command sees its input end).
+fn copy(mut from: std::fs::File, mut to: std::fs::File) {
+    let mut buf = [0u8; 16 * 1024];
+    while let Ok(n) = from.read(&mut buf) {
+        if n == 0 || to.write_all(&buf[..n]).is_err() {
+            break;
+        }
     }
 }
 

@@ -101,7 +101,8 @@ pub struct ImageInfo {
     pub layers: Vec<String>,
     /// Each layer's directory in the store (overlayfs lower directories).
     pub layer_dirs: Vec<String>,
-    /// The config document, as pulled.
+    /// The config document, as pulled; "" for a caller that is not root
+    /// (its environment and history may hold secrets).
     pub config: String,
     /// Unix time in nanoseconds.
     pub pulled_at: u64,

@@ -163,6 +163,11 @@ impl Service {
         d
     }
 
+    /// Resolve the container, then the polkit check for `verb`. A verb that
+    /// runs a process in the container (Start, Exec, ExecSync, Attach)
+    /// takes the privileged action when the container or its pod has host
+    /// access (`run_privileges`): what a rule granting `manage` in a
+    /// namespace grants is no way into a privileged container made there.
     async fn authorize_container(
         &self,
         hdr: &Header<'_>,
@@ -170,12 +175,42 @@ impl Service {
         id: &str,
     ) -> Result<Arc<ContainerEntry>> {
         let entry = self.containers.resolve(id)?;
+        let runs_a_process = matches!(
+            verb,
+            Verb::StartContainer | Verb::Exec | Verb::ExecSync | Verb::Attach
+        );
+        let privileges = if runs_a_process {
+            self.run_privileges(&entry)
+        } else {
+            Vec::new()
+        };
+        let action = if privileges.is_empty() {
+            polkit::ACTION_MANAGE
+        } else {
+            polkit::ACTION_MANAGE_PRIVILEGED
+        };
         self.auth
-            .check(hdr, polkit::ACTION_MANAGE, verb, || {
-                self.container_details(verb, &entry)
+            .check(hdr, action, verb, || {
+                let mut d = self.container_details(verb, &entry);
+                if runs_a_process {
+                    d.push((Detail::Privileges, privileges.join(", ")));
+                }
+                d
             })
             .await?;
         Ok(entry)
+    }
+
+    /// The host access a process run in this container has: its pod's host
+    /// namespaces and its own (`ContainerConfig::host_access`).
+    fn run_privileges(&self, entry: &ContainerEntry) -> Vec<String> {
+        let (pod_id, mut own) = entry.with(|c| (c.pod_id.clone(), c.config.host_access()));
+        let mut p = match self.pods.get(&pod_id) {
+            Some(pod) => pod.with(|sb| sb.config.host_namespaces()),
+            None => Vec::new(),
+        };
+        p.append(&mut own);
+        p
     }
 
     pub async fn create_container(
@@ -186,7 +221,9 @@ impl Service {
     ) -> Result<(String, OwnedObjectPath), BusError> {
         config.validate()?;
         let pod = self.pods.resolve(pod_id)?;
-        let privileges = config.privileges();
+        // A container added to a pod with host namespaces has them too.
+        let mut privileges = pod.with(|sb| sb.config.host_namespaces());
+        privileges.extend(config.privileges(&self.containers.settings.seccomp_profile_root));
         let action = if privileges.is_empty() {
             polkit::ACTION_MANAGE
         } else {
@@ -375,6 +412,10 @@ impl Service {
         control: std::os::fd::OwnedFd,
     ) -> Result<(), BusError> {
         let entry = self.authorize_container(hdr, Verb::Exec, id).await?;
+        // These reach the command itself: a pipe or a socket only.
+        for (i, fd) in stdio.iter().enumerate() {
+            handed_to_a_container(i, fd)?;
+        }
         let io = stdio_of(&options, stdio)?;
         let fds = self
             .fds
@@ -413,6 +454,41 @@ impl Service {
         .await?;
         Ok(())
     }
+}
+
+/// A caller's descriptor that an exec's command gets as its stdin, stdout
+/// or stderr: a pipe or a socket, checked with fstat. Anything else would
+/// give the container's root what the caller opened, reopened through
+/// /proc/self/fd with the container's rights (a directory: the host's tree;
+/// a file the caller may only read, for writing), and a terminal would let
+/// the command push keystrokes into the caller's shell (TIOCSTI). A client
+/// relays those through pipes of its own (podscopectl does; the CRI
+/// frontend makes pipes), and a terminal is one the runtime makes (`tty`).
+fn handed_to_a_container(i: usize, fd: &std::os::fd::OwnedFd) -> Result<(), Error> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = std::fs::File::from(fd.try_clone().map_err(|e| Error::io("stdio", e))?)
+        .metadata()
+        .map_err(|e| Error::io(format!("stdio[{i}]: fstat"), e))?
+        .file_type();
+    if t.is_fifo() || t.is_socket() {
+        return Ok(());
+    }
+    let what = if t.is_dir() {
+        "a directory"
+    } else if t.is_file() {
+        "a regular file"
+    } else if t.is_char_device() {
+        "a character device (a terminal?)"
+    } else {
+        "not a pipe or a socket"
+    };
+    Err(Error::invalid(
+        &format!("stdio[{i}]"),
+        format!(
+            "{what}: only a pipe or a socket is handed to a container's process \
+             (relay anything else through a pipe; for a terminal ask for tty)"
+        ),
+    ))
 }
 
 /// The descriptors `options` names, in order.

@@ -107,15 +107,26 @@ impl ImagesObject {
 
     /// An image by id (or a unique prefix), tag or digest: its summary and
     /// what it is made of. NotFound when the store has no such image.
+    /// The config document goes to root's callers only: reading is open
+    /// to every local user, and a private image's environment and build
+    /// history (its ENV lines) may hold secrets.
     #[zbus(out_args("image", "info"))]
-    async fn status(&self, image: &str) -> Result<(ImageSummary, ImageInfo), BusError> {
+    async fn status(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        image: &str,
+    ) -> Result<(ImageSummary, ImageInfo), BusError> {
         let images = &self.service.images;
         let r = images.status(&owned_arg("image", image)?)?;
-        let config = images
-            .store
-            .read_blob(&r.id)
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default();
+        let config = if self.service.auth.caller_uid(&hdr).await? == 0 {
+            images
+                .store
+                .read_blob(&r.id)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
         let info = ImageInfo {
             manifest: r.manifest.to_string(),
             index: r.index.as_ref().map(|d| d.to_string()).unwrap_or_default(),

@@ -164,9 +164,25 @@ impl Service {
     async fn authorize(&self, hdr: &Header<'_>, verb: Verb, id: &str) -> Result<Arc<Entry>> {
         let entry = self.pods.resolve(id)?;
         let full = entry.id.to_string();
+        // A port forward into a pod of the host's network reaches the
+        // host's own loopback services: as privileged as that pod was.
+        let privileges = match verb {
+            Verb::PortForward => entry.with(|sb| sb.config.host_namespaces()),
+            _ => Vec::new(),
+        };
+        let action = if privileges.is_empty() {
+            polkit::ACTION_MANAGE
+        } else {
+            polkit::ACTION_MANAGE_PRIVILEGED
+        };
         self.auth
-            .check(hdr, polkit::ACTION_MANAGE, verb, || {
-                entry.with(|sb| polkit_details(verb, &sb.config.namespace, &sb.config.name, &full))
+            .check(hdr, action, verb, || {
+                let mut d = entry
+                    .with(|sb| polkit_details(verb, &sb.config.namespace, &sb.config.name, &full));
+                if verb == Verb::PortForward {
+                    d.push((Detail::Privileges, privileges.join(", ")));
+                }
+                d
             })
             .await?;
         Ok(entry)
@@ -185,7 +201,7 @@ impl Service {
         // Host namespaces, host ports or a chosen cgroup parent need the
         // privileged action: a rule granting one namespace's pods does not
         // grant those.
-        let privileges = config.privileges();
+        let privileges = config.privileges(&self.containers.settings.log_root);
         let action = if privileges.is_empty() {
             polkit::ACTION_MANAGE
         } else {

@@ -10,6 +10,7 @@ use enumflags2::BitFlags;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
+use tracing::warn;
 use zbus::message::{Flags, Header};
 use zbus::Connection;
 use zbus_polkit::policykit1::{AuthorityProxy, CheckAuthorizationFlags, Subject};
@@ -206,20 +207,33 @@ impl Authorizer {
                 ),
                 e => deny(format!("polkit is unavailable: {e}")),
             })?;
-        if result.is_authorized {
-            Ok(())
+        let privileges = details
+            .get(Detail::Privileges.as_str())
+            .copied()
+            .unwrap_or("");
+        let why = |text: String| match privileges {
+            "" => text,
+            p => format!("{text} (it takes: {p})"),
+        };
+        let refused = if result.is_authorized {
+            return Ok(());
         } else if result.is_challenge && interactive {
             // polkit found no agent to ask, or the user dismissed it.
-            Err(deny(format!(
+            Err(deny(why(format!(
                 "{action} requires authentication and no authentication agent completed it"
-            )))
+            ))))
         } else if result.is_challenge {
-            Err(deny(format!(
+            Err(deny(why(format!(
                 "{action} requires authentication (call with interactive authorization allowed)"
-            )))
+            ))))
         } else {
-            Err(deny(format!("not authorized for {action}")))
+            Err(deny(why(format!("not authorized for {action}"))))
+        };
+        // Every refusal is in the journal, with who asked for what.
+        if let Err(e) = &refused {
+            warn!(caller_uid = uid, action, verb, privileges, "{e}");
         }
+        refused
     }
 }
 

@@ -197,9 +197,13 @@ impl<S: SystemdClient + Clone> Containers<S> {
             Some(ProfileKind::RuntimeDefault) => Some(crate::oci::seccomp::runtime_default(&caps)),
             Some(ProfileKind::Localhost) => {
                 let path = Path::new(&s.seccomp.localhost_ref);
-                let bytes = self.hostns.read(path, PROFILE_MAX).await.map_err(|e| {
-                    Error::invalid("seccomp.localhost_ref", e).context(ctx("seccomp profile"))
-                })?;
+                let bytes = self
+                    .hostns
+                    .read_beneath(&self.settings.seccomp_profile_root, path, PROFILE_MAX)
+                    .await
+                    .map_err(|e| {
+                        Error::invalid("seccomp.localhost_ref", e).context(ctx("seccomp profile"))
+                    })?;
                 Some(
                     crate::oci::seccomp::parse_profile(&bytes, &caps).map_err(|e| {
                         Error::invalid("seccomp.localhost_ref", format!("{}: {e}", path.display()))

@@ -154,7 +154,11 @@ impl<S: SystemdClient + Clone> Containers<S> {
         let tty = held.remove(&format!("{}-tty", Self::holding(&c.id)));
         let file = match c.log_path.as_str() {
             "" => None,
-            p => match self.hostns.open_append(Path::new(p)).await {
+            p => match self
+                .hostns
+                .open_log(&self.settings.log_root, Path::new(p))
+                .await
+            {
                 Ok(fd) => Some(std::fs::File::from(fd)),
                 Err(e) => {
                     warn!(container_id = %c.id, "container {}: its log file: {e}", c.id);

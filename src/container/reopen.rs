@@ -29,7 +29,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
         };
         let fd = self
             .hostns
-            .open_append(Path::new(&path))
+            .open_log(&self.settings.log_root, Path::new(&path))
             .await
             .map_err(|e| e.context(format!("container {}: reopen its log", entry.id)))?;
         log.reopen(std::fs::File::from(fd));

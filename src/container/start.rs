@@ -176,13 +176,16 @@ impl<S: SystemdClient + Clone> Containers<S> {
         let file = match c.log_path.as_str() {
             "" => None,
             p => Some(std::fs::File::from(
-                self.hostns.open_append(Path::new(p)).await.map_err(|e| {
-                    Error::invalid(
-                        "log_path",
-                        format!("{p}: the log file cannot be written: {e}"),
-                    )
-                    .context(ctx("log file"))
-                })?,
+                self.hostns
+                    .open_log(&self.settings.log_root, Path::new(p))
+                    .await
+                    .map_err(|e| {
+                        Error::invalid(
+                            "log_path",
+                            format!("{p}: the log file cannot be written: {e}"),
+                        )
+                        .context(ctx("log file"))
+                    })?,
             )),
         };
         let log = LogFile::new(file);

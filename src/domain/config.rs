@@ -9,6 +9,7 @@ use super::slice;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// CRI metadata (name, namespace, uid), label and annotation keys and
 /// label values are opaque strings to a runtime: Kubernetes validates its
@@ -150,18 +151,17 @@ impl SandboxConfig {
 
     /// What this pod would take from the host beyond a pod of its own: host
     /// network, IPC or PID namespace, published host ports, a cgroup parent
-    /// of its choosing. Empty for a plain pod. Non-root callers need
-    /// polkit's privileged action for any of these.
-    pub fn privileges(&self) -> Vec<String> {
-        let mut p = Vec::new();
-        if self.network == NetworkMode::Host {
-            p.push("host network".to_owned());
-        }
-        if self.ipc_namespace == NamespaceMode::Node {
-            p.push("host IPC".to_owned());
-        }
-        if self.pid_namespace == NamespaceMode::Node {
-            p.push("host PID".to_owned());
+    /// of its choosing, a log directory outside `log_root` (the daemon
+    /// makes it and writes there as root). Empty for a plain pod. Non-root
+    /// callers need polkit's privileged action for any of these.
+    pub fn privileges(&self, log_root: &Path) -> Vec<String> {
+        let mut p = self.host_namespaces();
+        if !self.log_directory.is_empty() && !Path::new(&self.log_directory).starts_with(log_root) {
+            p.push(format!(
+                "log directory {} outside {}",
+                self.log_directory,
+                log_root.display()
+            ));
         }
         for pm in self.port_mappings.iter().filter(|pm| pm.host_port > 0) {
             p.push(format!(
@@ -172,6 +172,24 @@ impl SandboxConfig {
         }
         if !self.cgroup_parent.is_empty() {
             p.push(format!("cgroup parent {}", self.cgroup_parent));
+        }
+        p
+    }
+
+    /// The pod's privileges that every process in it shares: the host's
+    /// namespaces, and host ids its user namespace maps. A call that runs
+    /// a process in such a pod (a container's start, an exec, an attach, a
+    /// port forward) is as privileged as making the pod was.
+    pub fn host_namespaces(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if self.network == NetworkMode::Host {
+            p.push("host network".to_owned());
+        }
+        if self.ipc_namespace == NamespaceMode::Node {
+            p.push("host IPC".to_owned());
+        }
+        if self.pid_namespace == NamespaceMode::Node {
+            p.push("host PID".to_owned());
         }
         // The caller picks the node's ids its processes run as: ids that
         // may be a user's of the node.
@@ -514,7 +532,8 @@ mod tests {
 
     #[test]
     fn host_access_is_named_as_privileges() {
-        assert!(valid().privileges().is_empty());
+        let logs = Path::new("/var/log/pods");
+        assert!(valid().privileges(logs).is_empty());
         let mut c = valid();
         c.network = NetworkMode::Host;
         c.ipc_namespace = NamespaceMode::Node;
@@ -533,7 +552,7 @@ mod tests {
             },
         ];
         assert_eq!(
-            c.privileges(),
+            c.privileges(logs),
             [
                 "host network",
                 "host IPC",
@@ -542,6 +561,35 @@ mod tests {
                 "cgroup parent system.slice"
             ]
         );
+        assert_eq!(
+            c.host_namespaces(),
+            ["host network", "host IPC", "host PID"],
+            "what every process of the pod has"
+        );
+    }
+
+    /// Issue 41, finding 2: a log directory anywhere was a plain caller's
+    /// to ask for, and the daemon wrote there as root (/etc/cron.d).
+    #[test]
+    fn a_log_directory_outside_the_log_root_is_a_privilege() {
+        let logs = Path::new("/var/log/pods");
+        let mut c = valid();
+        for inside in [
+            "/var/log/pods",
+            "/var/log/pods/ns_n_u",
+            "/var/log/pods//a/./b",
+        ] {
+            c.log_directory = inside.into();
+            assert!(c.privileges(logs).is_empty(), "{inside}");
+        }
+        for outside in ["/etc/x", "/var/log/podsx", "/var/log", "/tmp/critest"] {
+            c.log_directory = outside.into();
+            assert_eq!(
+                c.privileges(logs),
+                [format!("log directory {outside} outside /var/log/pods")],
+                "{outside}"
+            );
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::id::{ContainerId, SandboxId};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// Container names: kubelet's are DNS labels; other clients (critest)
 /// append UUIDs. Names never become paths or unit names.
@@ -605,18 +606,39 @@ impl ContainerConfig {
     }
 
     /// What makes this container need the privileged polkit action: the
-    /// node's devices, host paths and powers beyond the default set.
-    pub fn privileges(&self) -> Vec<&'static str> {
+    /// node's devices, host paths and powers beyond the default set, fewer
+    /// masked or read-only kernel paths than the default (an empty list
+    /// leaves /proc/sys/kernel/core_pattern writable: a crash then runs a
+    /// program as the host's root), a Localhost seccomp profile outside
+    /// `seccomp_root` (read as root wherever it is).
+    pub fn privileges(&self, seccomp_root: &Path) -> Vec<String> {
         let s = &self.security;
-        let mut p = Vec::new();
+        let mut p = self.host_access();
+        if s.seccomp.kind == ProfileKind::Localhost
+            && !Path::new(&s.seccomp.localhost_ref).starts_with(seccomp_root)
+        {
+            p.push(format!(
+                "seccomp profile {} outside {}",
+                s.seccomp.localhost_ref,
+                seccomp_root.display()
+            ));
+        }
+        p
+    }
+
+    /// The privileges every process of this container has: a call that runs
+    /// one (Start, Exec, Attach) is as privileged as making it was.
+    pub fn host_access(&self) -> Vec<String> {
+        let s = &self.security;
+        let mut p: Vec<String> = Vec::new();
         if s.privileged {
-            p.push("privileged");
+            p.push("privileged".into());
         }
         if !self.mounts.is_empty() {
-            p.push("host paths");
+            p.push("host paths".into());
         }
         if !self.devices.is_empty() {
-            p.push("devices");
+            p.push("devices".into());
         }
         if s.capabilities_add.iter().any(|c| {
             c.eq_ignore_ascii_case("ALL")
@@ -624,10 +646,21 @@ impl ContainerConfig {
                     .map(|n| !crate::oci::caps::DEFAULT.contains(&n.as_str()))
                     .unwrap_or(true)
         }) {
-            p.push("added capabilities");
+            p.push("added capabilities".into());
         }
         if s.pid_namespace == NamespaceMode::Node {
-            p.push("host PID namespace");
+            p.push("host PID namespace".into());
+        }
+        let fewer = |asked: &Option<Vec<String>>, default: Vec<String>| {
+            asked
+                .as_ref()
+                .is_some_and(|a| default.iter().any(|d| !a.contains(d)))
+        };
+        if fewer(&s.masked_paths, crate::oci::defaults::masked_paths()) {
+            p.push("unmasked kernel paths".into());
+        }
+        if fewer(&s.readonly_paths, crate::oci::defaults::readonly_paths()) {
+            p.push("writable kernel paths".into());
         }
         // An unconfined seccomp profile is not on the list: kubelet asks for
         // it by default, and capabilities still bound what it allows.
@@ -812,6 +845,47 @@ mod tests {
     use super::*;
     use crate::error::ErrorKind;
 
+    fn seccomp() -> &'static Path {
+        Path::new("/var/lib/kubelet/seccomp")
+    }
+
+    /// Issue 41, findings 3 and 12: CreateContainer with empty masked and
+    /// read-only paths left /proc/sys/kernel/core_pattern writable, and a
+    /// Localhost seccomp profile was read as root from anywhere; both took
+    /// plain `manage`.
+    #[test]
+    fn fewer_kernel_paths_hidden_or_a_profile_elsewhere_is_a_privilege() {
+        let mut c = good();
+        let masked = crate::oci::defaults::masked_paths();
+        let readonly = crate::oci::defaults::readonly_paths();
+        // The defaults, or more, are a plain container's.
+        c.security.masked_paths = Some([masked.clone(), vec!["/proc/x".into()]].concat());
+        c.security.readonly_paths = Some(readonly.clone());
+        assert!(c.privileges(seccomp()).is_empty());
+        c.security.masked_paths = Some(vec![]);
+        c.security.readonly_paths = Some(readonly[1..].to_vec());
+        assert_eq!(
+            c.privileges(seccomp()),
+            ["unmasked kernel paths", "writable kernel paths"]
+        );
+        assert_eq!(c.host_access(), c.privileges(seccomp()));
+        let mut c = good();
+        c.security.seccomp = Profile {
+            kind: ProfileKind::Localhost,
+            localhost_ref: "/var/lib/kubelet/seccomp/profiles/a.json".into(),
+        };
+        assert!(c.privileges(seccomp()).is_empty());
+        c.security.seccomp.localhost_ref = "/etc/shadow".into();
+        assert_eq!(
+            c.privileges(seccomp()),
+            ["seccomp profile /etc/shadow outside /var/lib/kubelet/seccomp"]
+        );
+        assert!(
+            c.host_access().is_empty(),
+            "the profile is read once, at create: a process run later has no more"
+        );
+    }
+
     fn good() -> ContainerConfig {
         ContainerConfig {
             name: "web".into(),
@@ -833,7 +907,7 @@ mod tests {
     #[test]
     fn a_plain_container_is_valid_and_unprivileged() {
         good().validate().unwrap();
-        assert!(good().privileges().is_empty());
+        assert!(good().privileges(seccomp()).is_empty());
     }
 
     #[test]
@@ -890,7 +964,7 @@ mod tests {
         assert!(err_of(&c).contains("privileged"));
         c.mounts[0].propagation = Propagation::HostToContainer;
         c.validate().unwrap();
-        assert_eq!(c.privileges(), vec!["host paths"]);
+        assert_eq!(c.privileges(seccomp()), vec!["host paths"]);
     }
 
     #[test]
@@ -953,10 +1027,10 @@ mod tests {
         assert!(err_of(&c).starts_with("capabilities.add:"));
         c.security.capabilities_add = vec!["sys_admin".into()];
         c.validate().unwrap();
-        assert_eq!(c.privileges(), vec!["added capabilities"]);
+        assert_eq!(c.privileges(seccomp()), vec!["added capabilities"]);
         c.security.capabilities_add = vec!["CHOWN".into()];
         assert!(
-            c.privileges().is_empty(),
+            c.privileges(seccomp()).is_empty(),
             "a default capability adds nothing"
         );
         c.security.seccomp = Profile {

@@ -5,10 +5,10 @@ use crate::common::*;
 use std::time::Duration;
 
 /// A polkit rules file, in place until dropped (polkitd reloads on its own).
-struct PolkitRule(std::path::PathBuf);
+pub struct PolkitRule(std::path::PathBuf);
 
 impl PolkitRule {
-    fn install(name: &str, js: &str) -> Self {
+    pub fn install(name: &str, js: &str) -> Self {
         let path = std::path::Path::new("/etc/polkit-1/rules.d").join(name);
         std::fs::write(&path, js).unwrap();
         PolkitRule(path)

@@ -42,6 +42,50 @@ pub fn streams(c: &Cluster) {
     port_forward(c);
     copy_both_ways(c);
     kubectl::run(&["delete", "pod", "-n", NS, "talk", "--wait=false"]);
+    shared_pid_namespace_shows_nothing_of_the_host(c);
+}
+
+/// Issue 41, finding 1, under kubelet: in a pod with
+/// `shareProcessNamespace: true` the pod's init is PID 1 of every
+/// container, and none of its files opens for the container's root (it
+/// read the host's /etc/shadow through /proc/1/root).
+fn shared_pid_namespace_shows_nothing_of_the_host(c: &Cluster) {
+    kubectl::apply(&super::pod(
+        "shared-pid",
+        json!({
+            "shareProcessNamespace": true,
+            "terminationGracePeriodSeconds": 5,
+            "containers": [super::container("main", super::IDLE)],
+        }),
+    ));
+    kubectl::wait_ready("shared-pid", 1, Duration::from_secs(60));
+    let out = kubectl::run(&[
+        "exec", "-n", NS, "shared-pid", "--", "sh", "-c",
+        "tr '\\0' ' ' < /proc/1/cmdline; echo; \
+         probe() { if \"$@\" >/dev/null 2>&1; then echo \"$2 opened\"; else echo \"$2 denied\"; fi; }; \
+         probe cat /proc/1/root/etc/shadow; probe ls /proc/1/cwd/; \
+         probe cat /proc/1/environ; probe cat /proc/1/exe",
+    ]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].contains("podscope-init"),
+        "PID 1 of the shared namespace is the pod's init: {out}"
+    );
+    assert_eq!(
+        lines[1..],
+        [
+            "/proc/1/root/etc/shadow denied",
+            "/proc/1/cwd/ denied",
+            "/proc/1/environ denied",
+            "/proc/1/exe denied"
+        ],
+        "the init's files open for none of the pod's containers: {out}"
+    );
+    kubectl::run(&["delete", "pod", "-n", NS, "shared-pid", "--wait=false"]);
+    ok!(
+        c.t0,
+        "shareProcessNamespace: the pod's init shows nothing of the host"
+    );
 }
 
 /// `kubectl exec -it` on a real terminal (script(1)'s pty, 27x91): the
