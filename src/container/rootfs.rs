@@ -247,18 +247,49 @@ pub async fn unmount(hostns: &HostNs, dirs: &Dirs) -> Result<()> {
 /// A file of the image as the container will see it (`rel` like
 /// "etc/passwd"), read from the layers top down: the first layer that has
 /// it, unless a higher one deleted it (a whiteout) or made its directory
-/// opaque. Regular files only, at most `max` bytes.
+/// opaque. Regular files only, at most `max` bytes. A symbolic link on the
+/// way (an image's `etc -> /etc`) ends the search with nothing: followed
+/// here it would name the host's file, not the container's.
 pub fn image_file(store: &ImageStore, layers: &[Digest], rel: &str, max: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let rel = Path::new(rel);
     for chain in layers.iter().rev() {
         let root = store.layer_root(chain);
+        // Each directory on the way, in this layer: absent sends the
+        // search down a layer; a link or a file ends it.
+        let mut absent = false;
+        let mut prefix = PathBuf::new();
+        for part in rel.parent().into_iter().flat_map(|p| p.components()) {
+            prefix.push(part);
+            match std::fs::symlink_metadata(root.join(&prefix)) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => return None,
+                Err(_) => {
+                    absent = true;
+                    break;
+                }
+            }
+        }
         let p = root.join(rel);
-        match std::fs::symlink_metadata(&p) {
+        let found = if absent {
+            Err(std::io::ErrorKind::NotFound.into())
+        } else {
+            std::fs::symlink_metadata(&p)
+        };
+        match found {
             Ok(m) if m.is_file() => {
                 if m.len() > max {
                     return None;
                 }
-                return std::fs::read(&p).ok();
+                let mut f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(&p)
+                    .ok()?;
+                let mut buf = Vec::new();
+                f.by_ref().take(max + 1).read_to_end(&mut buf).ok()?;
+                return (buf.len() as u64 <= max).then_some(buf);
             }
             // A whiteout (0/0 character device) or anything else hides it.
             Ok(m) if m.file_type().is_char_device() || !m.is_dir() => return None,
@@ -433,6 +464,32 @@ mod tests {
             "too large"
         );
         assert_eq!(image_file(&store, &layers, "etc/shadow", 1 << 20), None);
+    }
+
+    /// Issue 41, finding 10, played by an image's author: a layer whose
+    /// `etc` is a link to the host's /etc had the user lookup read the
+    /// host's /etc/passwd (as root, in the daemon). Now a link on the way
+    /// ends the lookup with nothing, in whichever layer it is.
+    #[test]
+    fn a_link_on_the_way_to_an_image_file_reads_nothing_of_the_hosts() {
+        let t = crate::store::tests::TempDir::new();
+        let store = ImageStore::open(&t.0).unwrap();
+        let host = t.0.join("host-etc");
+        std::fs::create_dir_all(&host).unwrap();
+        std::fs::write(host.join("passwd"), "host:x:0:0::/:/bin/sh\n").unwrap();
+        let base = layer(&store, 1, &[("etc/passwd", Some("app:x:1::/:/bin/sh\n"))]);
+        let link = format!("->{}", host.display());
+        let top = layer(&store, 2, &[("etc", Some(link.as_str()))]);
+        assert_eq!(
+            image_file(&store, &[base.clone(), top], "etc/passwd", 1 << 20),
+            None
+        );
+        // A layer without the directory sends the search down, as before.
+        let other = layer(&store, 3, &[("usr/x", Some("1"))]);
+        assert_eq!(
+            image_file(&store, &[base, other], "etc/passwd", 1 << 20).unwrap(),
+            b"app:x:1::/:/bin/sh\n"
+        );
     }
 
     #[test]
