@@ -132,6 +132,11 @@ pub struct Settings {
     pub pull_stall_timeout_ms: u64,
     /// Layers of one pull fetched at once.
     pub max_concurrent_downloads: u32,
+    /// One layer's uncompressed tar stream may hold at most this many
+    /// bytes and entries; a layer beyond either fails its pull, named, and
+    /// leaves nothing in the store.
+    pub layer_max_bytes: u64,
+    pub layer_max_entries: u64,
     /// The CRI streaming server (exec, attach, port-forward) listens on
     /// this address (podscope-cri reads these)...
     pub stream_address: std::net::IpAddr,
@@ -179,6 +184,8 @@ impl Default for Settings {
             pull_connect_timeout_ms: 30_000,
             pull_stall_timeout_ms: 60_000,
             max_concurrent_downloads: 3,
+            layer_max_bytes: crate::image::unpack::Limits::default().max_bytes,
+            layer_max_entries: crate::image::unpack::Limits::default().max_entries,
             stream_address: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
             stream_port: 0,
             stream_idle_timeout_ms: 4 * 3600 * 1000,
@@ -217,6 +224,8 @@ impl Settings {
                 u64::from(s.max_concurrent_downloads),
             ),
             ("bus_calls_max", u64::from(s.bus_calls_max)),
+            ("layer_max_bytes", s.layer_max_bytes),
+            ("layer_max_entries", s.layer_max_entries),
             ("daemon_calls_max", u64::from(s.daemon_calls_max)),
         ] {
             if v == 0 {
@@ -359,6 +368,10 @@ impl Settings {
     pub fn images(&self) -> crate::image::ImageSettings {
         let mut i = crate::image::ImageSettings::with_store(self.image_dir.clone());
         i.max_concurrent_downloads = self.max_concurrent_downloads as usize;
+        i.layer_limits = crate::image::unpack::Limits {
+            max_bytes: self.layer_max_bytes,
+            max_entries: self.layer_max_entries,
+        };
         i.timeouts = crate::image::client::Timeouts {
             connect: Duration::from_millis(self.pull_connect_timeout_ms),
             stall: Duration::from_millis(self.pull_stall_timeout_ms),

@@ -256,6 +256,43 @@ impl<'a> Session<'a> {
         Err(registry_error(kind, &reg, what, detail))
     }
 
+    /// The client for a token realm the registry named, which gets the
+    /// caller's credentials: https, verified, unless the operator marked
+    /// the registry insecure, which lets its realm be plain http or, on the
+    /// registry's own host, unverified TLS. A realm on another host (Docker
+    /// Hub's is auth.docker.io, as the token spec allows) is always
+    /// verified; any other scheme is refused.
+    fn realm_client(&self, realm: &str, what: &str) -> Result<&reqwest::Client> {
+        let reg = &self.source.domain;
+        let refuse = |why: String| registry_error(ErrorKind::RegistryUnauthorized, reg, what, why);
+        let url = reqwest::Url::parse(realm)
+            .map_err(|e| refuse(format!("the challenge's realm is not a URL: {e}")))?;
+        let registry_host = self
+            .source
+            .endpoint_host()
+            .rsplit_once(':')
+            .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+            .map_or(self.source.endpoint_host(), |(h, _)| h)
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let same_host = url
+            .host_str()
+            .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
+            == Some(registry_host);
+        match url.scheme() {
+            "https" if self.source.insecure && same_host => Ok(&self.client.unverified),
+            "https" => Ok(&self.client.verified),
+            "http" if self.source.insecure => Ok(&self.client.unverified),
+            "http" => Err(refuse(format!(
+                "the token realm {realm} is plain http: credentials and tokens go over \
+                 https only (unless {reg} is marked insecure in registries.conf)"
+            ))),
+            other => Err(refuse(format!(
+                "the token realm {realm} is {other}, not https"
+            ))),
+        }
+    }
+
     /// Answer a challenge: Basic with the credentials, or a token from
     /// the realm (OAuth2 refresh for an identity token, else GET with
     /// Basic or anonymous), or the caller's own registry token.
@@ -282,9 +319,9 @@ impl<'a> Session<'a> {
                     scope.clone()
                 };
                 let token_what = format!("token from {realm}");
+                let http = self.realm_client(realm, &token_what)?;
                 let resp = if !creds.identity_token.is_empty() {
-                    self.http()
-                        .post(realm)
+                    http.post(realm)
                         .form(&[
                             ("grant_type", "refresh_token"),
                             ("refresh_token", creds.identity_token.as_str()),
@@ -295,8 +332,7 @@ impl<'a> Session<'a> {
                         .send()
                         .await
                 } else {
-                    let mut req = self
-                        .http()
+                    let mut req = http
                         .get(realm)
                         .query(&[("service", service.as_str()), ("scope", scope.as_str())]);
                     if let Some(b) = creds.basic() {
@@ -434,17 +470,10 @@ impl<'a> Session<'a> {
 }
 
 fn verify_small(want: &Digest, body: &[u8], registry: &str, what: &str) -> Result<()> {
-    let got = match want.algorithm() {
-        "sha512" => {
-            use sha2::Digest as _;
-            format!(
-                "sha512:{}",
-                super::reference::hex(&sha2::Sha512::digest(body))
-            )
-        }
-        _ => Digest::sha256(body).to_string(),
-    };
-    if got != want.as_str() {
+    let mut d = super::reference::Digester::for_digest(want);
+    d.update(body);
+    let got = d.finish();
+    if got != *want {
         return Err(registry_error(
             ErrorKind::RegistryUnavailable,
             registry,
@@ -479,10 +508,76 @@ mod tests {
         assert_eq!(error_detail(b"  plain text\n"), "plain text");
     }
 
+    /// Issue 41, finding 11, played by a registry: credentials and refresh
+    /// tokens went to whatever token realm the registry named, plain http
+    /// included, and for an insecure registry the realm was fetched
+    /// without TLS verification wherever it was. Now a realm is https and
+    /// verified, unless the operator marked the registry insecure: then
+    /// plain http is allowed, and unverified TLS on the registry's own
+    /// host only.
+    #[test]
+    fn a_token_realm_is_https_unless_the_registry_is_insecure() {
+        let client = RegistryClient::new(&Timeouts {
+            connect: Duration::from_secs(1),
+            stall: Duration::from_secs(1),
+        })
+        .unwrap();
+        let source = |domain: &str, insecure: bool| Source {
+            domain: domain.into(),
+            path: "library/busybox".into(),
+            insecure,
+            mirror: false,
+        };
+        let verified = |c: &reqwest::Client| std::ptr::eq(c, &client.verified);
+        let secure = source("docker.io", false);
+        let s = client.session(&secure, None);
+        assert!(verified(
+            s.realm_client("https://auth.docker.io/token", "t").unwrap()
+        ));
+        for realm in ["http://auth.docker.io/token", "ftp://x/t", "not a url"] {
+            let e = s.realm_client(realm, "token").unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::RegistryUnauthorized, "{realm}: {e}");
+        }
+        let e = s
+            .realm_client("http://auth.docker.io/token", "token")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("is plain http: credentials and tokens go over https only"),
+            "{e}"
+        );
+        let insecure = source("10.0.0.5:5000", true);
+        let s = client.session(&insecure, None);
+        assert!(s.realm_client("http://10.0.0.5:5001/token", "t").is_ok());
+        assert!(!verified(
+            s.realm_client("https://10.0.0.5:5001/token", "t").unwrap()
+        ));
+        assert!(
+            verified(
+                s.realm_client("https://auth.example.com/token", "t")
+                    .unwrap()
+            ),
+            "another host's realm is verified even for an insecure registry"
+        );
+        let v6 = source("[fd00::1]:5000", true);
+        let s = client.session(&v6, None);
+        assert!(!verified(
+            s.realm_client("https://[fd00::1]/token", "t").unwrap()
+        ));
+    }
+
     #[test]
     fn digests_are_checked() {
         let d = Digest::sha256(b"abc");
         assert!(verify_small(&d, b"abc", "r", "w").is_ok());
+        // sha512 too (the FIPS 180-2 vector for "abc").
+        let d512 = Digest::parse(
+            "sha512:ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a\
+             2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f",
+        )
+        .unwrap();
+        assert!(verify_small(&d512, b"abc", "r", "w").is_ok());
+        assert!(verify_small(&d512, b"abd", "r", "w").is_err());
         let e = verify_small(&d, b"abd", "r", "blob x").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::RegistryUnavailable);
         assert!(

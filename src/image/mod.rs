@@ -35,6 +35,7 @@ pub struct ImageSettings {
     pub auth_files: Vec<PathBuf>,
     pub max_concurrent_downloads: usize,
     pub timeouts: client::Timeouts,
+    pub layer_limits: unpack::Limits,
 }
 
 impl ImageSettings {
@@ -49,6 +50,7 @@ impl ImageSettings {
                 connect: Duration::from_secs(30),
                 stall: Duration::from_secs(60),
             },
+            layer_limits: unpack::Limits::default(),
         }
     }
 }

@@ -11,13 +11,12 @@
 use super::auth::Credentials;
 use super::client::{transport_error, Session};
 use super::manifest::{self, Compression, Descriptor, Document};
-use super::reference::{hex, Digest, Reference};
+use super::reference::{Digester, Reference};
 use super::registries::Source;
 use super::store::{ImageRecord, LayerInfo, LayerRef};
 use super::unpack;
 use super::Images;
 use crate::error::{Error, ErrorKind, Result};
-use sha2::Digest as _;
 use std::io::Read;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -347,22 +346,19 @@ impl Images {
         std::fs::create_dir(&root).map_err(|e| Error::io("create layer root", e))?;
         let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(4);
         let unpack_root = root.clone();
+        let want = desc.digest.clone();
+        let limits = self.settings.layer_limits;
         let unpacker = tokio::task::spawn_blocking(move || {
             let mut reader = ChannelReader {
                 rx,
                 cur: bytes::Bytes::new(),
-                hash: sha2::Sha256::new(),
+                hash: Digester::for_digest(&want),
                 bytes: 0,
             };
-            let out = unpack::unpack(&mut reader, &comp, &unpack_root);
+            let out = unpack::unpack(&mut reader, &comp, &unpack_root, &limits);
             // Whatever follows the compressed stream is part of the blob.
             let drained = std::io::copy(&mut reader, &mut std::io::sink());
-            (
-                out,
-                drained.map(|_| ()),
-                hex(&reader.hash.finalize()),
-                reader.bytes,
-            )
+            (out, drained.map(|_| ()), reader.hash.finish(), reader.bytes)
         });
         let mut got: u64 = 0;
         let mut download_err = None;
@@ -396,7 +392,7 @@ impl Images {
             }
         }
         drop(tx);
-        let (unpacked, drained, hex_digest, streamed) = unpacker
+        let (unpacked, drained, computed, streamed) = unpacker
             .await
             .map_err(|e| Error::internal(format!("unpack task: {e}")))?;
         let fail = |e: Error| {
@@ -422,9 +418,9 @@ impl Images {
         if let Err(e) = drained {
             return fail(Error::io(format!("{what}: read"), e));
         }
-        let computed = Digest::sha256_of_hex(&hex_digest);
-        if streamed != desc.size || (desc.digest.algorithm() == "sha256" && computed != desc.digest)
-        {
+        // Whatever the algorithm, before the layer is the store's (its
+        // unpacked files go with `work` otherwise).
+        if streamed != desc.size || computed != desc.digest {
             return fail(Error::new(
                 ErrorKind::RegistryUnavailable,
                 format!("registry {registry}: {what}: content does not match its digest (got {computed}, {streamed} bytes)"),
@@ -462,7 +458,7 @@ impl Images {
 struct ChannelReader {
     rx: tokio::sync::mpsc::Receiver<bytes::Bytes>,
     cur: bytes::Bytes,
-    hash: sha2::Sha256,
+    hash: Digester,
     bytes: u64,
 }
 

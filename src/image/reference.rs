@@ -79,6 +79,39 @@ impl<'de> serde::Deserialize<'de> for Digest {
     }
 }
 
+/// A hash of the algorithm a digest names (every one `Digest::parse`
+/// takes: the image spec's sha256 and sha512), fed as bytes come.
+pub enum Digester {
+    Sha256(sha2::Sha256),
+    Sha512(sha2::Sha512),
+}
+
+impl Digester {
+    pub fn for_digest(d: &Digest) -> Digester {
+        use sha2::Digest as _;
+        match d.algorithm() {
+            "sha512" => Digester::Sha512(sha2::Sha512::new()),
+            _ => Digester::Sha256(sha2::Sha256::new()),
+        }
+    }
+
+    pub fn update(&mut self, bytes: &[u8]) {
+        use sha2::Digest as _;
+        match self {
+            Digester::Sha256(h) => h.update(bytes),
+            Digester::Sha512(h) => h.update(bytes),
+        }
+    }
+
+    pub fn finish(self) -> Digest {
+        use sha2::Digest as _;
+        match self {
+            Digester::Sha256(h) => Digest(format!("sha256:{}", hex(&h.finalize()))),
+            Digester::Sha512(h) => Digest(format!("sha512:{}", hex(&h.finalize()))),
+        }
+    }
+}
+
 pub fn hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);

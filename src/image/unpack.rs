@@ -30,6 +30,32 @@ const WHITEOUT_PREFIX: &str = ".wh.";
 const OPAQUE: &str = ".wh..wh..opq";
 const OVERLAY_OPAQUE_XATTR: &str = "trusted.overlay.opaque";
 
+/// What one layer may make podscoped write and hold: a few MB of zstd
+/// can stand for terabytes, and the tar reader takes a GNU long name or
+/// link and a PAX header's payload whole into memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of the uncompressed tar stream (podscope.toml's
+    /// `layer_max_bytes`).
+    pub max_bytes: u64,
+    /// Entries of the tar stream (`layer_max_entries`).
+    pub max_entries: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_bytes: 64 << 30,
+            max_entries: 2_000_000,
+        }
+    }
+}
+
+/// The most bytes a GNU long name or link or a PAX header may carry, as
+/// Go's archive/tar (which containerd and the registries' tools use)
+/// allows: more is no real image's.
+pub const HEADER_PAYLOAD_MAX: u64 = 1 << 20;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unpacked {
     pub diff_id: Digest,
@@ -54,9 +80,232 @@ impl<R: Read> Read for Hashing<R> {
     }
 }
 
+/// What the guard found beyond a limit, for the error to name.
+type Breach = Rc<std::cell::RefCell<Option<String>>>;
+
+/// Reads the uncompressed tar stream's headers as they pass, before the
+/// tar reader does: a GNU long name or link (`L`, `K`) or a PAX header
+/// (`x`, `g`) whose payload is larger than `HEADER_PAYLOAD_MAX`, or more
+/// than `max_bytes` in all, fails the read (and says why in `breach`)
+/// before anything is held. It follows the reader's framing: each header
+/// is followed by its size rounded up to 512 (a PAX `size` record
+/// overrides the next entry's), an old GNU sparse header by its
+/// extension blocks; after the first zero block it only counts.
+struct Guard<R> {
+    inner: R,
+    max_bytes: u64,
+    bytes: u64,
+    breach: Breach,
+    state: GuardState,
+    block: Vec<u8>,
+    /// A PAX header's payload as it passes (at most HEADER_PAYLOAD_MAX).
+    pax: Vec<u8>,
+    next_size: Option<u64>,
+}
+
+enum GuardState {
+    /// Filling a 512-byte header block.
+    Header,
+    /// Skipping an entry's data (and padding).
+    Data(u64),
+    /// A local PAX header's payload (kept), then its padding.
+    Pax(u64, u64),
+    /// An old GNU sparse header's extension blocks, then its data.
+    SparseExt(u64),
+    /// After the end-of-archive block.
+    End,
+}
+
+fn round512(n: u64) -> u64 {
+    n.div_ceil(512).saturating_mul(512)
+}
+
+/// A header's size field: octal text, or base-256 with the high bit set.
+fn header_size(h: &[u8]) -> Option<u64> {
+    let f = &h[124..136];
+    if f[0] & 0x80 != 0 {
+        let mut v: u64 = u64::from(f[0] & 0x7f);
+        for &b in &f[1..] {
+            v = v.checked_mul(256)?.checked_add(u64::from(b))?;
+        }
+        return Some(v);
+    }
+    let t = std::str::from_utf8(f).ok()?;
+    let t = t.trim_matches(|c: char| c == ' ' || c == '\0');
+    if t.is_empty() {
+        return Some(0);
+    }
+    u64::from_str_radix(t, 8).ok()
+}
+
+/// The `size` record of a PAX payload, if any.
+fn pax_size(payload: &[u8]) -> Option<u64> {
+    let mut rest = payload;
+    let mut found = None;
+    while !rest.is_empty() {
+        let sp = rest.iter().position(|&b| b == b' ')?;
+        let len: usize = std::str::from_utf8(&rest[..sp]).ok()?.parse().ok()?;
+        if len <= sp || len > rest.len() {
+            return found;
+        }
+        let rec = &rest[sp + 1..len];
+        let rec = rec.strip_suffix(b"\n").unwrap_or(rec);
+        if let Some(v) = rec.strip_prefix(b"size=") {
+            found = std::str::from_utf8(v).ok()?.parse().ok();
+        }
+        rest = &rest[len..];
+    }
+    found
+}
+
+impl<R: Read> Guard<R> {
+    fn fail(&self, why: String) -> io::Error {
+        *self.breach.borrow_mut() = Some(why.clone());
+        io::Error::new(io::ErrorKind::InvalidData, why)
+    }
+
+    /// Take `data` (bytes just read) through the framing.
+    fn watch(&mut self, mut data: &[u8]) -> io::Result<()> {
+        while !data.is_empty() {
+            match self.state {
+                GuardState::End => return Ok(()),
+                GuardState::Data(n) => {
+                    let k = (n as usize).min(data.len()) as u64;
+                    data = &data[k as usize..];
+                    self.state = match n - k {
+                        0 => GuardState::Header,
+                        left => GuardState::Data(left),
+                    };
+                }
+                GuardState::Pax(payload, padding) => {
+                    if payload > 0 {
+                        let k = (payload as usize).min(data.len());
+                        self.pax.extend_from_slice(&data[..k]);
+                        data = &data[k..];
+                        self.state = GuardState::Pax(payload - k as u64, padding);
+                    } else {
+                        self.next_size = pax_size(&self.pax).or(self.next_size);
+                        self.pax.clear();
+                        self.state = GuardState::Data(padding);
+                    }
+                }
+                GuardState::Header | GuardState::SparseExt(_) => {
+                    let k = (512 - self.block.len()).min(data.len());
+                    self.block.extend_from_slice(&data[..k]);
+                    data = &data[k..];
+                    if self.block.len() == 512 {
+                        self.block_done()?;
+                        self.block.clear();
+                    }
+                }
+            }
+        }
+        // A PAX payload ending exactly at a read's end.
+        if let GuardState::Pax(0, padding) = self.state {
+            self.next_size = pax_size(&self.pax).or(self.next_size);
+            self.pax.clear();
+            self.state = if padding == 0 {
+                GuardState::Header
+            } else {
+                GuardState::Data(padding)
+            };
+        }
+        Ok(())
+    }
+
+    fn block_done(&mut self) -> io::Result<()> {
+        let h = &self.block;
+        if let GuardState::SparseExt(size) = self.state {
+            // More extension blocks while the last byte of the sparse
+            // array says so.
+            self.state = if h[504] != 0 {
+                GuardState::SparseExt(size)
+            } else {
+                GuardState::Data(round512(size))
+            };
+            return Ok(());
+        }
+        if h.iter().all(|&b| b == 0) {
+            self.state = GuardState::End;
+            return Ok(());
+        }
+        let Some(size) = header_size(h) else {
+            // The tar reader names a bad header itself.
+            self.state = GuardState::End;
+            return Ok(());
+        };
+        let kind = h[156];
+        match kind {
+            b'L' | b'K' | b'x' | b'g' => {
+                if size > HEADER_PAYLOAD_MAX {
+                    let what = match kind {
+                        b'L' => "a GNU long name",
+                        b'K' => "a GNU long link",
+                        _ => "a PAX header",
+                    };
+                    return Err(self.fail(format!(
+                        "{what} of {size} bytes, more than the {HEADER_PAYLOAD_MAX} a layer may carry"
+                    )));
+                }
+                self.state = if kind == b'x' {
+                    GuardState::Pax(size, round512(size) - size)
+                } else {
+                    GuardState::Data(round512(size))
+                };
+            }
+            _ => {
+                let size = self.next_size.take().unwrap_or(size);
+                self.state = if kind == b'S' && h[482] != 0 {
+                    GuardState::SparseExt(size)
+                } else if size == 0 {
+                    GuardState::Header
+                } else {
+                    GuardState::Data(round512(size))
+                };
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<R: Read> Read for Guard<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bytes += n as u64;
+        if self.bytes > self.max_bytes {
+            return Err(self.fail(format!(
+                "more than {} bytes uncompressed (podscope.toml's layer_max_bytes)",
+                self.max_bytes
+            )));
+        }
+        self.watch(&buf[..n])?;
+        Ok(n)
+    }
+}
+
 /// Unpack a (compressed) layer from `input` into `dest`, an empty
-/// directory. Errors name the entry.
-pub fn unpack(input: impl Read, compression: &Compression, dest: &Path) -> Result<Unpacked> {
+/// directory, within `limits`. Errors name the entry, or the limit.
+pub fn unpack(
+    input: impl Read,
+    compression: &Compression,
+    dest: &Path,
+    limits: &Limits,
+) -> Result<Unpacked> {
+    let breach: Breach = Rc::default();
+    let named = |e: Error| match breach.borrow().as_ref() {
+        Some(why) => Error::invalid("layer", why.clone()),
+        None => e,
+    };
+    unpack_guarded(input, compression, dest, limits, &breach).map_err(named)
+}
+
+fn unpack_guarded(
+    input: impl Read,
+    compression: &Compression,
+    dest: &Path,
+    limits: &Limits,
+    breach: &Breach,
+) -> Result<Unpacked> {
     let decoded: Box<dyn Read> = match compression {
         Compression::None => Box::new(input),
         Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(input)),
@@ -66,7 +315,16 @@ pub fn unpack(input: impl Read, compression: &Compression, dest: &Path) -> Resul
         ),
     };
     let hashing = Hashing {
-        inner: decoded,
+        inner: Guard {
+            inner: decoded,
+            max_bytes: limits.max_bytes,
+            bytes: 0,
+            breach: breach.clone(),
+            state: GuardState::Header,
+            block: Vec::with_capacity(512),
+            pax: Vec::new(),
+            next_size: None,
+        },
         hash: sha2::Sha256::new(),
         bytes: 0,
     };
@@ -86,6 +344,15 @@ pub fn unpack(input: impl Read, compression: &Compression, dest: &Path) -> Resul
             .map_err(|e| Error::io("layer: read tar", e))?;
         for entry in entries {
             let mut entry = entry.map_err(|e| Error::io("layer: read tar entry", e))?;
+            if writer.entries >= limits.max_entries {
+                return Err(Error::invalid(
+                    "layer",
+                    format!(
+                        "more than {} entries (podscope.toml's layer_max_entries)",
+                        limits.max_entries
+                    ),
+                ));
+            }
             writer.entry(&mut entry)?;
         }
     }
@@ -745,7 +1012,13 @@ mod tests {
         full.extend_from_slice(&pax);
 
         let dir = TempDir::new();
-        let u = unpack(full.as_slice(), &Compression::None, &dir.0).unwrap();
+        let u = unpack(
+            full.as_slice(),
+            &Compression::None,
+            &dir.0,
+            &Limits::default(),
+        )
+        .unwrap();
         assert_eq!(u.diff_id, Digest::sha256(&full));
         assert_eq!(u.tar_bytes, full.len() as u64);
         let md = |p: &str| std::fs::symlink_metadata(dir.0.join(p)).unwrap();
@@ -806,7 +1079,7 @@ mod tests {
         );
         end(&mut t);
         let dir = TempDir::new();
-        let e = unpack(t.as_slice(), &Compression::None, &dir.0)
+        let e = unpack(t.as_slice(), &Compression::None, &dir.0, &Limits::default())
             .unwrap_err()
             .to_string();
         assert!(e.contains("climbs out of the layer"), "{e}");
@@ -819,7 +1092,7 @@ mod tests {
         raw(&mut t, "escape/victim", T::Regular, "", b"pwned", 0o644, 0);
         end(&mut t);
         let dir = TempDir::new();
-        let e = unpack(t.as_slice(), &Compression::None, &dir.0)
+        let e = unpack(t.as_slice(), &Compression::None, &dir.0, &Limits::default())
             .unwrap_err()
             .to_string();
         assert!(
@@ -854,7 +1127,7 @@ mod tests {
         );
         end(&mut t);
         let dir = TempDir::new();
-        unpack(t.as_slice(), &Compression::None, &dir.0).unwrap();
+        unpack(t.as_slice(), &Compression::None, &dir.0, &Limits::default()).unwrap();
         assert_eq!(std::fs::read(&victim).unwrap(), b"original");
         assert!(!outside.0.join("victim2").exists());
         assert_eq!(
@@ -877,7 +1150,7 @@ mod tests {
             raw(&mut t, "stolen", T::Link, &link, b"", 0o644, 0);
             end(&mut t);
             let dir = TempDir::new();
-            let e = unpack(t.as_slice(), &Compression::None, &dir.0)
+            let e = unpack(t.as_slice(), &Compression::None, &dir.0, &Limits::default())
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("hardlink stolen"), "{e}");
@@ -895,7 +1168,7 @@ mod tests {
         );
         end(&mut t);
         let dir = TempDir::new();
-        let e = unpack(t.as_slice(), &Compression::None, &dir.0)
+        let e = unpack(t.as_slice(), &Compression::None, &dir.0, &Limits::default())
             .unwrap_err()
             .to_string();
         assert!(e.contains("climbs out"), "{e}");
@@ -906,7 +1179,7 @@ mod tests {
         raw(&mut t, "escape/.wh.victim", T::Regular, "", b"", 0o644, 0);
         end(&mut t);
         let dir = TempDir::new();
-        assert!(unpack(t.as_slice(), &Compression::None, &dir.0).is_err());
+        assert!(unpack(t.as_slice(), &Compression::None, &dir.0, &Limits::default()).is_err());
         assert_eq!(std::fs::read(&victim).unwrap(), b"original");
     }
 
@@ -927,7 +1200,7 @@ mod tests {
             raw(&mut t, "sub/kept", T::Regular, "", b"kept", 0o644, 0);
             raw(&mut t, name, T::Regular, "", b"", 0o644, 0);
             end(&mut t);
-            let e = unpack(t.as_slice(), &Compression::None, &layer)
+            let e = unpack(t.as_slice(), &Compression::None, &layer, &Limits::default())
                 .unwrap_err()
                 .to_string();
             assert!(
@@ -941,6 +1214,110 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    /// Issue 41, finding 7, played by an image's author: the tar reader
+    /// took a GNU long name or a PAX header's payload whole into memory,
+    /// and nothing capped a layer's uncompressed size or entries, so a few
+    /// MB of zstd could make podscoped allocate gigabytes. Each is refused
+    /// by name before it is held; what was unpacked is the caller's to
+    /// remove (the pull removes its work directory).
+    #[test]
+    fn a_layer_beyond_its_limits_is_refused_by_name() {
+        // A PAX header whose size field claims 1 GiB: refused at the
+        // header, long before that much is read (the stream has none).
+        for (kind, what) in [
+            (b'x', "a PAX header"),
+            (b'L', "a GNU long name"),
+            (b'K', "a GNU long link"),
+            (b'g', "a PAX header"),
+        ] {
+            let mut t = Vec::new();
+            raw(&mut t, "ok", T::Regular, "", b"1", 0o644, 0);
+            let mut h = tar::Header::new_ustar();
+            h.set_path("././@LongLink").unwrap();
+            h.set_size(1 << 30);
+            h.set_entry_type(T::new(kind));
+            h.set_cksum();
+            t.extend_from_slice(h.as_bytes());
+            t.extend_from_slice(&[b'a'; 4096]);
+            let dir = TempDir::new();
+            let e =
+                unpack(t.as_slice(), &Compression::None, &dir.0, &Limits::default()).unwrap_err();
+            assert_eq!(e.kind(), crate::error::ErrorKind::InvalidArgument, "{e}");
+            assert!(
+                e.to_string().contains(&format!(
+                    "{what} of 1073741824 bytes, more than the 1048576 a layer may carry"
+                )),
+                "{e}"
+            );
+        }
+        // A PAX header within the limit, with a size record the guard
+        // follows: the entries after it unpack.
+        let mut t = Vec::new();
+        let mut b = tar::Builder::new(&mut t);
+        let long = "d/".repeat(60) + "file";
+        let mut h = tar::Header::new_gnu();
+        h.set_size(3);
+        h.set_mode(0o644);
+        h.set_entry_type(T::Regular);
+        b.append_data(&mut h, &long, b"abc".as_slice()).unwrap();
+        b.append_pax_extensions([("size", b"5".as_slice())])
+            .unwrap();
+        let mut h = tar::Header::new_ustar();
+        h.set_size(0);
+        h.set_mode(0o644);
+        h.set_entry_type(T::Regular);
+        h.set_path("paxed").unwrap();
+        h.set_cksum();
+        b.append(&h, b"12345".as_slice()).unwrap();
+        let mut h = tar::Header::new_ustar();
+        h.set_size(2);
+        h.set_mode(0o644);
+        h.set_entry_type(T::Regular);
+        b.append_data(&mut h, "after", b"ok".as_slice()).unwrap();
+        b.into_inner().unwrap();
+        let dir = TempDir::new();
+        unpack(t.as_slice(), &Compression::None, &dir.0, &Limits::default()).unwrap();
+        assert_eq!(std::fs::read(dir.0.join(&long)).unwrap(), b"abc");
+        assert_eq!(std::fs::read(dir.0.join("paxed")).unwrap(), b"12345");
+        assert_eq!(std::fs::read(dir.0.join("after")).unwrap(), b"ok");
+
+        // A zstd bomb: 64 MiB of zeros in one file, a few KB compressed,
+        // against a limit of 1 MiB; and too many entries.
+        let mut t = Vec::new();
+        let mut b = tar::Builder::new(&mut t);
+        let mut h = tar::Header::new_ustar();
+        h.set_size(64 << 20);
+        h.set_mode(0o644);
+        b.append_data(&mut h, "zeros", std::io::repeat(0).take(64 << 20))
+            .unwrap();
+        b.into_inner().unwrap();
+        let zst = zstd::encode_all(t.as_slice(), 3).unwrap();
+        assert!(zst.len() < 64 << 10, "{} bytes", zst.len());
+        let small = Limits {
+            max_bytes: 1 << 20,
+            max_entries: 3,
+        };
+        let dir = TempDir::new();
+        let e = unpack(zst.as_slice(), &Compression::Zstd, &dir.0, &small).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("more than 1048576 bytes uncompressed (podscope.toml's layer_max_bytes)"),
+            "{e}"
+        );
+        let mut t = Vec::new();
+        for n in 0..5 {
+            raw(&mut t, &format!("f{n}"), T::Regular, "", b"", 0o644, 0);
+        }
+        end(&mut t);
+        let dir = TempDir::new();
+        let e = unpack(t.as_slice(), &Compression::None, &dir.0, &small).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("more than 3 entries (podscope.toml's layer_max_entries)"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -958,12 +1335,18 @@ mod tests {
             (&zst, Compression::Zstd),
         ] {
             let dir = TempDir::new();
-            let u = unpack(input.as_slice(), &c, &dir.0).unwrap();
+            let u = unpack(input.as_slice(), &c, &dir.0, &Limits::default()).unwrap();
             assert_eq!(u.diff_id, Digest::sha256(&t), "{c:?}");
             assert_eq!(std::fs::read(dir.0.join("a")).unwrap(), b"hello");
         }
         let dir = TempDir::new();
-        let e = unpack(&gz[..gz.len() / 2], &Compression::Gzip, &dir.0).unwrap_err();
+        let e = unpack(
+            &gz[..gz.len() / 2],
+            &Compression::Gzip,
+            &dir.0,
+            &Limits::default(),
+        )
+        .unwrap_err();
         assert!(!e.to_string().is_empty());
     }
 }

@@ -9,6 +9,7 @@ use crate::authorization::PolkitRule;
 use crate::common::*;
 use crate::containers::{pull_busybox, run, sh_cmd, wait_lines, BUSYBOX};
 use podscope::api::container::{ContainerOptions, Security};
+use podscope::api::image::PullOptions;
 use podscope::api::CreateOptions;
 use podscope::domain::NamespaceMode;
 use std::time::Duration;
@@ -696,4 +697,110 @@ async fn an_images_config_is_roots_callers_only() {
     assert_eq!(rc, 0, "reading stays open: {err}");
     assert!(as_other.contains("\"config\" s \"\""), "{as_other}");
     assert!(!as_other.contains("PATH="), "{as_other}");
+}
+
+/// The hostile registry (tests/fixtures/hostile-registry.py) on `port`,
+/// marked insecure for podscope in a drop-in, until dropped.
+struct HostileRegistry {
+    port: u16,
+    unit: String,
+}
+
+impl HostileRegistry {
+    fn start(port: u16) -> Self {
+        let unit = format!("podscope-test-hostile-{port}");
+        sh(&format!(
+            "systemctl stop {unit} 2>/dev/null; systemctl reset-failed {unit} 2>/dev/null; \
+             systemd-run --quiet --unit={unit} /usr/bin/python3 {}/tests/fixtures/hostile-registry.py {port}",
+            env!("CARGO_MANIFEST_DIR")
+        ));
+        wait_until(Duration::from_secs(20), || {
+            sh_status(&format!(
+                "curl -sf -o /dev/null http://127.0.0.1:{port}/v2/"
+            )) == 0
+        });
+        std::fs::write(
+            format!("/etc/containers/registries.conf.d/50-hostile-{port}.conf"),
+            format!("[[registry]]\nlocation = \"127.0.0.1:{port}\"\ninsecure = true\n"),
+        )
+        .unwrap();
+        HostileRegistry { port, unit }
+    }
+
+    fn name(&self, repo: &str) -> String {
+        format!("127.0.0.1:{}/hostile/{repo}:latest", self.port)
+    }
+}
+
+impl Drop for HostileRegistry {
+    fn drop(&mut self) {
+        let _ = sh_status(&format!("systemctl stop {}", self.unit));
+        let _ = std::fs::remove_file(format!(
+            "/etc/containers/registries.conf.d/50-hostile-{}.conf",
+            self.port
+        ));
+    }
+}
+
+/// What the image store holds: its layers and its work directories.
+fn store_entries() -> (usize, usize) {
+    let count = |d: &str| std::fs::read_dir(d).map(|r| r.count()).unwrap_or(0);
+    (
+        count("/var/lib/podscope/images/layers"),
+        count("/var/lib/podscope/images/tmp"),
+    )
+}
+
+/// Findings 7 and 11, played by a registry: a layer named by a sha512
+/// digest was never checked (only sha256 was); a layer's uncompressed
+/// size and a tar header's payload had no cap (a few MB of zstd could make
+/// podscoped allocate gigabytes). Each pull now fails, named, and leaves
+/// nothing in the store; a plain image from the same registry pulls.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hostile_registrys_layers_are_refused_and_leave_nothing() {
+    let _cleanup = Cleanup::new();
+    let reg = HostileRegistry::start(5097);
+    let config = format!(
+        "layer_max_bytes = {}\n{}",
+        16 << 20,
+        std::fs::read_to_string(HARNESS_CONFIG).unwrap()
+    );
+    with_config(&config, || async {
+        let (m, _c) = manager().await;
+        let before = store_entries();
+        for (repo, want, says) in [
+            (
+                "sha512-lie",
+                podscope::ErrorKind::RegistryUnavailable,
+                "content does not match its digest (got sha512:",
+            ),
+            (
+                "bomb",
+                podscope::ErrorKind::InvalidArgument,
+                "more than 16777216 bytes uncompressed (podscope.toml's layer_max_bytes)",
+            ),
+            (
+                "pax",
+                podscope::ErrorKind::InvalidArgument,
+                "a PAX header of 2097",
+            ),
+        ] {
+            let e = m
+                .pull_image(&reg.name(repo), &PullOptions::default())
+                .await
+                .unwrap_err();
+            assert_eq!(kind(e.clone()), want, "{repo}: {e}");
+            assert!(e.to_string().contains(says), "{repo}: {e}");
+            assert!(
+                m.image_status(&reg.name(repo)).await.is_err(),
+                "{repo}: no image recorded"
+            );
+            assert_eq!(store_entries(), before, "{repo}: nothing left in the store");
+        }
+        m.pull_image(&reg.name("plain"), &PullOptions::default())
+            .await
+            .unwrap();
+        m.remove_image(&reg.name("plain")).await.unwrap();
+    })
+    .await;
 }

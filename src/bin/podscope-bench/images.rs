@@ -343,6 +343,7 @@ pub async fn images(m: &Client, t: &mut Table) {
                 std::io::BufReader::with_capacity(256 << 10, f),
                 &Compression::Gzip,
                 &d,
+                &podscope::image::unpack::Limits::default(),
             )
             .unwrap();
             assert_eq!(u.diff_id, l.diff_id);
