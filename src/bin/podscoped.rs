@@ -10,9 +10,13 @@ use tokio::signal::unix::{signal, SignalKind};
 use tracing::{error, info};
 
 const USAGE: &str = "usage: podscoped [--config PATH] [--version]
+       podscoped [--config PATH] --load-apparmor-profile
 
 The podscope daemon: serves org.podscope.Sandbox1 on the system bus.
 Normally started by systemd (podscoped.service) or by D-Bus activation.
+--load-apparmor-profile writes podscope-default, the AppArmor profile of
+containers that ask for the runtime's default, and loads it with
+apparmor_parser (podscoped.service's privileged ExecStartPre), then exits.
 PODSCOPE_LOG sets the log filter (default: info).";
 
 /// Give memory back after large calls. glibc raises its mmap threshold to
@@ -41,12 +45,39 @@ fn return_large_blocks_to_the_system() {
 /// sysexits' EX_CONFIG: podscoped.service's RestartPreventExitStatus.
 const EXIT_CONFIG: u8 = 78;
 
+/// `--load-apparmor-profile`: as root, before the daemon's sandbox is made
+/// (podscoped has no CAP_MAC_ADMIN). Its lines go to the unit's journal; a
+/// load that fails exits 1 (the unit's "-" lets the daemon start anyway,
+/// refusing RuntimeDefault by name).
+fn load_apparmor_profile(config: &std::path::Path) -> ExitCode {
+    let run_dir = match Settings::load(config) {
+        Ok(s) => s.run_dir,
+        Err(e) => {
+            eprintln!("podscoped: {}: {e}", config.display());
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let oci = podscope::oci::apparmor::Node;
+    match podscope::oci::apparmor::load_default_profile(&run_dir.join("apparmor"), &oci) {
+        Ok(said) => {
+            println!("podscoped: {said}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("podscoped: loading the AppArmor profile failed: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     return_large_blocks_to_the_system();
     let mut config = PathBuf::from(DEFAULT_CONFIG_PATH);
+    let mut load_apparmor = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
+            "--load-apparmor-profile" => load_apparmor = true,
             "--config" => match args.next() {
                 Some(p) => config = p.into(),
                 None => {
@@ -67,6 +98,9 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         }
+    }
+    if load_apparmor {
+        return load_apparmor_profile(&config);
     }
     logging::init("podscoped");
     podscope::descriptors::raise_at_start("podscoped");

@@ -7,6 +7,7 @@ use super::*;
 use crate::domain::container::ProfileKind;
 use crate::error::IoResultExt;
 use crate::image::reference::Digest;
+use crate::oci::apparmor;
 use crate::oci::spec::LinuxDevice;
 use crate::oci::user::{resolve, UserRequest};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
@@ -211,9 +212,22 @@ impl<S: SystemdClient + Clone> Containers<S> {
                     })?,
                 )
             }
-            Some(ProfileKind::Unconfined) => None,
+            Some(ProfileKind::Unconfined | ProfileKind::Unset) => None,
         };
-        if s.apparmor.kind != ProfileKind::Unconfined && !apparmor_enabled() {
+        let asked = match s.apparmor.kind {
+            ProfileKind::Unset => apparmor::Asked::Unset,
+            ProfileKind::Unconfined => apparmor::Asked::Unconfined,
+            ProfileKind::RuntimeDefault => apparmor::Asked::RuntimeDefault,
+            ProfileKind::Localhost => apparmor::Asked::Localhost(&s.apparmor.localhost_ref),
+        };
+        let apparmor_profile = apparmor::choose(asked, s.privileged, &apparmor::Node)
+            .map_err(|e| Error::invalid("apparmor", e).context(ctx("AppArmor profile")))?;
+        if matches!(
+            s.apparmor.kind,
+            ProfileKind::RuntimeDefault | ProfileKind::Localhost
+        ) && apparmor_profile.is_none()
+            && !s.privileged
+        {
             info!(container_id = %id, "container {}: AppArmor profile {} ignored: AppArmor is off on this host", config.name, s.apparmor.kind.as_str());
         }
         let pid_target = match s.pid_target.as_str() {
@@ -266,6 +280,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             runtime: handler.kind().expect("settings check the kind"),
             cgroup_path: unit_cgroup,
             seccomp,
+            apparmor_profile,
             pid_target,
             host_devices,
             devices,
@@ -408,11 +423,6 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .open(path)?;
     f.write_all(bytes)?;
     f.sync_all()
-}
-
-fn apparmor_enabled() -> bool {
-    std::fs::read_to_string("/sys/module/apparmor/parameters/enabled")
-        .is_ok_and(|s| s.trim() == "Y")
 }
 
 /// The device node at `path` on the host.

@@ -58,6 +58,9 @@ pub struct Input<'a> {
     pub cgroup_path: String,
     /// The container's seccomp filter: None for unconfined.
     pub seccomp: Option<LinuxSeccomp>,
+    /// The AppArmor profile its processes are confined by (`apparmor::choose`):
+    /// None for none.
+    pub apparmor_profile: Option<String>,
     /// The host PID of the container whose PID namespace this one joins.
     pub pid_target: Option<u32>,
     /// The host's devices, for a privileged container (all of them, as
@@ -169,6 +172,7 @@ pub fn build(input: &Input<'_>) -> Result<Spec> {
             ..Default::default()
         }),
         no_new_privileges: s.no_new_privs,
+        apparmor_profile: input.apparmor_profile.clone(),
         oom_score_adj: (c.resources.oom_score_adj != 0).then(|| {
             let adj = c.resources.oom_score_adj as i32;
             input.oom_score_floor.map_or(adj, |floor| adj.max(floor))
@@ -477,7 +481,8 @@ pub fn oom_score_floor(bounding: u64, pid1_oom_score_adj: i32) -> Option<i32> {
 /// an unprivileged container (privileged ones run unconfined).
 pub fn seccomp_kind(config: &ContainerConfig) -> Option<ProfileKind> {
     let s = &config.security;
-    (!s.privileged && s.seccomp.kind != ProfileKind::Unconfined).then_some(s.seccomp.kind)
+    (!s.privileged && !matches!(s.seccomp.kind, ProfileKind::Unconfined | ProfileKind::Unset))
+        .then_some(s.seccomp.kind)
 }
 
 /// A signal by name ("SIGQUIT", "QUIT", any case) or number.
@@ -581,6 +586,7 @@ mod tests {
             runtime: RuntimeKind::Crun,
             cgroup_path: "/podscope.slice/podscope-ctr-x.service".into(),
             seccomp: Some(crate::oci::seccomp::runtime_default(&[])),
+            apparmor_profile: None,
             pid_target: None,
             host_devices: vec![],
             devices: vec![],
@@ -588,6 +594,20 @@ mod tests {
             cgroup_v2: false,
             volumes: "/bundle/volumes".into(),
         }
+    }
+
+    /// The AppArmor profile chosen (`apparmor::choose`) is the process's,
+    /// in config.json as the runtimes read it; none, no key.
+    #[test]
+    fn the_apparmor_profile_reaches_config_json() {
+        let (c, img, p) = (config(), image(), pod());
+        let mut i = input(&c, &img, &p);
+        i.apparmor_profile = Some("podscope-default".into());
+        let json = serde_json::to_value(build(&i).unwrap()).unwrap();
+        assert_eq!(json["process"]["apparmorProfile"], "podscope-default");
+        let i = input(&c, &img, &p);
+        let json = serde_json::to_value(build(&i).unwrap()).unwrap();
+        assert!(json["process"].get("apparmorProfile").is_none());
     }
 
     /// On cgroup v2 a container has a cgroup namespace of its own, unless

@@ -46,7 +46,11 @@ fn profile(p: Option<&cri::SecurityProfile>, legacy: &str, field: &str) -> Resul
         });
     }
     Ok(match legacy {
-        "" | "unconfined" => Profile::default(),
+        "" => Profile::default(),
+        "unconfined" => Profile {
+            kind: ProfileKind::Unconfined,
+            localhost_ref: String::new(),
+        },
         "runtime/default" | "docker/default" => Profile {
             kind: ProfileKind::RuntimeDefault,
             localhost_ref: String::new(),
@@ -993,5 +997,23 @@ mod tests {
             ProfileKind::RuntimeDefault
         );
         assert!(profile(None, "weird", "f").is_err());
+        // Nil is "none asked for" (AppArmor's default where it is on),
+        // not Unconfined, which must be said.
+        assert_eq!(profile(None, "", "f").unwrap().kind, ProfileKind::Unset);
+        assert_eq!(
+            profile(None, "unconfined", "f").unwrap().kind,
+            ProfileKind::Unconfined
+        );
+        // critest's AppArmor specs: the new field wins over the old one.
+        let new = cri::SecurityProfile {
+            profile_type: cri::security_profile::ProfileType::Localhost as i32,
+            localhost_ref: "localhost/cri-validate-apparmor-test-deny-write".into(),
+        };
+        let p = profile(Some(&new), "localhost/non-existent-profile", "f").unwrap();
+        assert_eq!(p.kind, ProfileKind::Localhost);
+        assert_eq!(
+            p.localhost_ref,
+            "localhost/cri-validate-apparmor-test-deny-write"
+        );
     }
 }

@@ -106,18 +106,25 @@ pub enum GroupsPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProfileKind {
-    /// No profile (CRI's nil profile, and its `Unconfined`).
+    /// None asked for (CRI's nil profile): for seccomp no profile, as
+    /// kubelet means it; for AppArmor the runtime's default where AppArmor
+    /// is on and podscope's default profile is loaded, as containerd and
+    /// CRI-O apply theirs, else none.
     #[default]
+    Unset,
+    /// No profile (CRI's `Unconfined`).
     Unconfined,
     /// The runtime's default profile.
     RuntimeDefault,
-    /// A profile from a file on the node (`localhost_ref`).
+    /// A profile from a file on the node (`localhost_ref`; for AppArmor
+    /// the name of a loaded profile).
     Localhost,
 }
 
 impl ProfileKind {
     pub fn as_str(self) -> &'static str {
         match self {
+            ProfileKind::Unset => "unset",
             ProfileKind::Unconfined => "unconfined",
             ProfileKind::RuntimeDefault => "runtimedefault",
             ProfileKind::Localhost => "localhost",

@@ -2,6 +2,7 @@
 //! and the defaults podscope fills in. Pure: nothing here touches the
 //! system.
 
+pub mod apparmor;
 pub mod caps;
 pub mod defaults;
 pub mod seccomp;
