@@ -27,6 +27,8 @@ pub struct Mount {
     /// and the directory of it to mount ("" for its root).
     pub image: String,
     pub image_sub_path: String,
+    /// The host path is to take the container's SELinux file label.
+    pub selinux_relabel: bool,
 }
 
 impl From<dc::ContainerMount> for Mount {
@@ -39,6 +41,7 @@ impl From<dc::ContainerMount> for Mount {
             propagation: m.propagation,
             image: m.image,
             image_sub_path: m.image_sub_path,
+            selinux_relabel: m.selinux_relabel,
         }
     }
 }
@@ -53,6 +56,7 @@ impl From<Mount> for dc::ContainerMount {
             propagation: m.propagation,
             image: m.image,
             image_sub_path: m.image_sub_path,
+            selinux_relabel: m.selinux_relabel,
         }
     }
 }
@@ -168,6 +172,11 @@ pub struct Security {
     pub apparmor_localhost_ref: String,
     pub pid_namespace: NamespaceMode,
     pub pid_target: String,
+    /// SELinux labels (over the pod's); each "" for the default.
+    pub selinux_user: String,
+    pub selinux_role: String,
+    pub selinux_type: String,
+    pub selinux_level: String,
 }
 
 /// CreateContainer's `options`: everything but the pod, the name, the
@@ -241,6 +250,10 @@ impl ContainerOptions {
                 apparmor_localhost_ref: s.apparmor.localhost_ref,
                 pid_namespace: s.pid_namespace,
                 pid_target: s.pid_target,
+                selinux_user: s.selinux.user,
+                selinux_role: s.selinux.role,
+                selinux_type: s.selinux.type_,
+                selinux_level: s.selinux.level,
             },
         };
         (c.name, c.attempt, c.image, opts)
@@ -297,6 +310,12 @@ impl ContainerOptions {
                 },
                 pid_namespace: s.pid_namespace,
                 pid_target: s.pid_target,
+                selinux: crate::domain::selinux::SeLinuxOptions {
+                    user: s.selinux_user,
+                    role: s.selinux_role,
+                    type_: s.selinux_type,
+                    level: s.selinux_level,
+                },
             },
         }
     }

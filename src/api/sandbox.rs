@@ -133,6 +133,12 @@ pub struct CreateOptions {
     /// neither; left out, the node's.
     pub uid_mappings: Option<Vec<IdMapping>>,
     pub gid_mappings: Option<Vec<IdMapping>>,
+    /// SELinux labels for the pod's containers (CRI's SELinuxOption); each
+    /// left out for the default.
+    pub selinux_user: Option<String>,
+    pub selinux_role: Option<String>,
+    pub selinux_type: Option<String>,
+    pub selinux_level: Option<String>,
 }
 
 /// Create's four positional arguments.
@@ -182,6 +188,10 @@ impl CreateOptions {
             sysctls: map(c.sysctls),
             uid_mappings: c.user_namespace.as_ref().map(|u| mappings(&u.uids)),
             gid_mappings: c.user_namespace.as_ref().map(|u| mappings(&u.gids)),
+            selinux_user: text(c.selinux.user),
+            selinux_role: text(c.selinux.role),
+            selinux_type: text(c.selinux.type_),
+            selinux_level: text(c.selinux.level),
         };
         (meta, opts)
     }
@@ -230,6 +240,12 @@ impl CreateOptions {
                         .collect(),
                 },
             ),
+            selinux: domain::selinux::SeLinuxOptions {
+                user: self.selinux_user.unwrap_or_default(),
+                role: self.selinux_role.unwrap_or_default(),
+                type_: self.selinux_type.unwrap_or_default(),
+                level: self.selinux_level.unwrap_or_default(),
+            },
         }
     }
 }

@@ -411,11 +411,12 @@ impl Service {
         stdio: Vec<std::os::fd::OwnedFd>,
         control: std::os::fd::OwnedFd,
     ) -> Result<(), BusError> {
-        let entry = self.authorize_container(hdr, Verb::Exec, id).await?;
-        // These reach the command itself: a pipe or a socket only.
+        // These reach the command itself: a pipe or a socket only (bad
+        // input, named before polkit is asked).
         for (i, fd) in stdio.iter().enumerate() {
             handed_to_a_container(i, fd)?;
         }
+        let entry = self.authorize_container(hdr, Verb::Exec, id).await?;
         let io = stdio_of(&options, stdio)?;
         let fds = self
             .fds

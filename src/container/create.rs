@@ -281,6 +281,12 @@ impl<S: SystemdClient + Clone> Containers<S> {
             cgroup_path: unit_cgroup,
             seccomp,
             apparmor_profile,
+            // Where SELinux is on, every container not privileged is
+            // labelled (its options over the pod's, the defaults filled),
+            // as containerd and CRI-O label theirs; where it is off, the
+            // options are recorded and nothing is labelled.
+            selinux: (selinux_enabled() && !s.privileged)
+                .then(|| s.selinux.over(&sb.config.selinux).labels()),
             pid_target,
             host_devices,
             devices,
@@ -423,6 +429,12 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .open(path)?;
     f.write_all(bytes)?;
     f.sync_all()
+}
+
+/// SELinux is on (selinuxfs mounted, as libselinux's is_selinux_enabled
+/// asks).
+fn selinux_enabled() -> bool {
+    Path::new("/sys/fs/selinux/enforce").exists()
 }
 
 /// The device node at `path` on the host.

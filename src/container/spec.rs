@@ -61,6 +61,9 @@ pub struct Input<'a> {
     /// The AppArmor profile its processes are confined by (`apparmor::choose`):
     /// None for none.
     pub apparmor_profile: Option<String>,
+    /// The SELinux (process, mount) labels, where SELinux is on
+    /// (`SeLinuxOptions::labels`): None for none.
+    pub selinux: Option<(String, String)>,
     /// The host PID of the container whose PID namespace this one joins.
     pub pid_target: Option<u32>,
     /// The host's devices, for a privileged container (all of them, as
@@ -173,6 +176,7 @@ pub fn build(input: &Input<'_>) -> Result<Spec> {
         }),
         no_new_privileges: s.no_new_privs,
         apparmor_profile: input.apparmor_profile.clone(),
+        selinux_label: input.selinux.as_ref().map(|(p, _)| p.clone()),
         oom_score_adj: (c.resources.oom_score_adj != 0).then(|| {
             let adj = c.resources.oom_score_adj as i32;
             input.oom_score_floor.map_or(adj, |floor| adj.max(floor))
@@ -431,6 +435,7 @@ pub fn build(input: &Input<'_>) -> Result<Spec> {
             rootfs_propagation,
             masked_paths,
             readonly_paths,
+            mount_label: input.selinux.as_ref().map(|(_, m)| m.clone()),
             ..Default::default()
         }),
     })
@@ -587,6 +592,7 @@ mod tests {
             cgroup_path: "/podscope.slice/podscope-ctr-x.service".into(),
             seccomp: Some(crate::oci::seccomp::runtime_default(&[])),
             apparmor_profile: None,
+            selinux: None,
             pid_target: None,
             host_devices: vec![],
             devices: vec![],
@@ -608,6 +614,32 @@ mod tests {
         let i = input(&c, &img, &p);
         let json = serde_json::to_value(build(&i).unwrap()).unwrap();
         assert!(json["process"].get("apparmorProfile").is_none());
+    }
+
+    /// Issue 41, finding 6: SELinux options were not even parsed. The
+    /// labels (`SeLinuxOptions::labels`) are the process's selinuxLabel
+    /// and the runtime's mountLabel; where SELinux is off, neither key.
+    #[test]
+    fn selinux_labels_reach_config_json() {
+        let (c, img, p) = (config(), image(), pod());
+        let mut i = input(&c, &img, &p);
+        let opts = crate::domain::selinux::SeLinuxOptions {
+            level: "s0:c1,c2".into(),
+            ..Default::default()
+        };
+        i.selinux = Some(opts.labels());
+        let json = serde_json::to_value(build(&i).unwrap()).unwrap();
+        assert_eq!(
+            json["process"]["selinuxLabel"],
+            "system_u:system_r:container_t:s0:c1,c2"
+        );
+        assert_eq!(
+            json["linux"]["mountLabel"],
+            "system_u:object_r:container_file_t:s0:c1,c2"
+        );
+        let json = serde_json::to_value(build(&input(&c, &img, &p)).unwrap()).unwrap();
+        assert!(json["process"].get("selinuxLabel").is_none());
+        assert!(json["linux"].get("mountLabel").is_none());
     }
 
     /// On cgroup v2 a container has a cgroup namespace of its own, unless

@@ -64,6 +64,17 @@ fn profile(p: Option<&cri::SecurityProfile>, legacy: &str, field: &str) -> Resul
     })
 }
 
+/// CRI's SELinuxOption as the daemon's (nil: nothing asked for).
+pub fn selinux_of(o: Option<&cri::SeLinuxOption>) -> crate::domain::selinux::SeLinuxOptions {
+    o.map(|o| crate::domain::selinux::SeLinuxOptions {
+        user: o.user.clone(),
+        role: o.role.clone(),
+        type_: o.r#type.clone(),
+        level: o.level.clone(),
+    })
+    .unwrap_or_default()
+}
+
 fn uid_of(field: &str, v: Option<&cri::Int64Value>) -> Result<Option<u32>, Status> {
     v.map(|v| {
         u32::try_from(v.value)
@@ -141,6 +152,7 @@ pub fn config_from_request(req: &cri::CreateContainerRequest) -> Result<Containe
                 .map(|i| i.image.clone())
                 .unwrap_or_default(),
             image_sub_path: m.image_sub_path.clone(),
+            selinux_relabel: m.selinux_relabel,
         });
     }
     let paths = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
@@ -238,6 +250,7 @@ pub fn config_from_request(req: &cri::CreateContainerRequest) -> Result<Containe
             )?,
             pid_namespace,
             pid_target,
+            selinux: selinux_of(sc.selinux_options.as_ref()),
         },
     };
     config
@@ -1010,6 +1023,24 @@ mod tests {
             localhost_ref: "localhost/cri-validate-apparmor-test-deny-write".into(),
         };
         let p = profile(Some(&new), "localhost/non-existent-profile", "f").unwrap();
+        // SELinuxOption, part by part; nil is nothing asked for.
+        let o = cri::SeLinuxOption {
+            user: "u".into(),
+            role: "r".into(),
+            r#type: "t".into(),
+            level: "s0:c1".into(),
+        };
+        let d = selinux_of(Some(&o));
+        assert_eq!(
+            (
+                d.user.as_str(),
+                d.role.as_str(),
+                d.type_.as_str(),
+                d.level.as_str()
+            ),
+            ("u", "r", "t", "s0:c1")
+        );
+        assert!(selinux_of(None).is_empty());
         assert_eq!(p.kind, ProfileKind::Localhost);
         assert_eq!(
             p.localhost_ref,

@@ -227,6 +227,12 @@ pub fn config_from_request(req: &cri::RunPodSandboxRequest) -> Result<SandboxCon
         {
             namespace_options(&mut c, o)?;
         }
+        c.selinux = crate::cri::container::selinux_of(
+            linux
+                .security_context
+                .as_ref()
+                .and_then(|s| s.selinux_options.as_ref()),
+        );
     }
     c.validate()
         .map_err(|e| Status::invalid_argument(cri_message(&e.to_string())))?;

@@ -137,6 +137,9 @@ pub struct SandboxConfig {
     pub sysctls: BTreeMap<String, String>,
     /// None: the node's user namespace (`hostUsers: true`).
     pub user_namespace: Option<super::userns::UserNamespace>,
+    /// SELinux labels for the pod's containers (each container's own over
+    /// these).
+    pub selinux: super::selinux::SeLinuxOptions,
 }
 
 impl SandboxConfig {
@@ -206,6 +209,7 @@ impl SandboxConfig {
     /// Validate every field; the error names the first bad one.
     pub fn validate(&self) -> Result<()> {
         validate_metadata("name", &self.name)?;
+        self.selinux.validate("selinux")?;
         validate_metadata("namespace", &self.namespace)?;
         validate_metadata("uid", &self.uid)?;
         if !self.hostname.is_empty() {

@@ -154,6 +154,10 @@ pub struct ContainerMount {
     pub image: String,
     pub image_sub_path: String,
     pub propagation: Propagation,
+    /// CRI's `selinux_relabel`: the host path is to take the container's
+    /// file label (recorded; relabelled only where SELinux is on: see
+    /// ARCHITECTURE.md's "Not yet").
+    pub selinux_relabel: bool,
 }
 
 /// A host device made available in the container.
@@ -281,6 +285,8 @@ pub struct SecurityContext {
     pub pid_namespace: NamespaceMode,
     /// A container whose PID namespace this one joins ("" for none).
     pub pid_target: String,
+    /// SELinux labels asked for (over the pod's).
+    pub selinux: super::selinux::SeLinuxOptions,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -609,6 +615,7 @@ impl ContainerConfig {
             crate::domain::id::validate_prefix_of("container", &s.pid_target)
                 .map_err(|e| e.context("pid_target"))?;
         }
+        s.selinux.validate("selinux")?;
         Ok(())
     }
 

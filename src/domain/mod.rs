@@ -11,6 +11,7 @@ pub mod oomd;
 pub mod platform;
 pub mod resources;
 pub mod sandbox;
+pub mod selinux;
 pub mod slice;
 pub mod state;
 pub mod userns;

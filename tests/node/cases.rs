@@ -43,6 +43,14 @@ pub const ALL: &[Case] = &[
         crate::critest::v2_specs,
     ),
     (
+        "AppArmor: podscope-default for RuntimeDefault and for none, crun and runc",
+        apparmor_default,
+    ),
+    (
+        "critest 1.36: the 9 AppArmor specs",
+        crate::critest::apparmor_specs,
+    ),
+    (
         "streams: exec -it on a terminal, attach -i, port-forward",
         crate::daemon::streams,
     ),
@@ -98,6 +106,53 @@ fn the_node_is_systemd_on_cgroup_v2() -> Outcome {
     ] {
         let s = sh(&format!("systemctl is-active {unit} || true"))?;
         ensure!(s.trim() == "active", "{unit} is {}", s.trim());
+    }
+    Ok(())
+}
+
+/// Issue 41, finding 6: a container that asked for RuntimeDefault, or for
+/// no profile, ran unconfined on a node with AppArmor on. podscoped.service
+/// loads podscope-default at start (ExecStartPre, apparmor_parser); each
+/// container's process and its execs are confined by it, and one asking
+/// for Unconfined is not. On crun and runc.
+fn apparmor_default() -> Outcome {
+    let enabled = sh("cat /sys/module/apparmor/parameters/enabled")?;
+    ensure!(
+        enabled.trim() == "Y",
+        "AppArmor is not on in the node: {enabled}"
+    );
+    let loaded = sh("cat /sys/kernel/security/apparmor/profiles")?;
+    ensure!(
+        loaded.lines().any(|l| l == "podscope-default (enforce)"),
+        "podscope-default is not loaded:\n{loaded}"
+    );
+    for handler in ["crun", "runc"] {
+        in_pod(&format!("apparmor-{handler}"), handler, |c, pod, pod_id| {
+            // The container's own process says what confines it (PID 1 of
+            // the pod's shared PID namespace is the pod's init).
+            let idle = "cat /proc/self/attr/current > /tmp/own-label; \
+                        trap 'exit 0' TERM; while :; do sleep 1; done";
+            for (name, profile, want) in [
+                ("asked", Some(0), "podscope-default (enforce)"),
+                ("none", None, "podscope-default (enforce)"),
+                ("unconfined", Some(1), "unconfined"),
+            ] {
+                let mut ctr = container_config(name, idle);
+                if let Some(t) = profile {
+                    ctr["linux"]["security_context"] = serde_json::json!({
+                        "apparmor": { "profile_type": t }
+                    });
+                }
+                let id = c.run_container(pod_id, &ctr, pod)?;
+                let own = c.exec(&id, &["cat", "/tmp/own-label"])?;
+                let exec = c.exec(&id, &["cat", "/proc/self/attr/current"])?;
+                ensure!(
+                    own.trim() == want && exec.trim() == want,
+                    "{handler} {name}: the container's process is {own:?}, its exec {exec:?}, not {want:?}"
+                );
+            }
+            Ok(())
+        })?;
     }
     Ok(())
 }
