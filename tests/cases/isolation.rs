@@ -804,3 +804,100 @@ async fn a_hostile_registrys_layers_are_refused_and_leave_nothing() {
     })
     .await;
 }
+
+/// Findings 9 and 10, played by an image's author: a whiteout named `.wh..`
+/// or `.wh...` (the directory itself, the one above) reached
+/// remove_dir_all on the layer directory's parent; a layer whose `etc` is a
+/// link to the host's /etc had the user lookup read the host's passwd (a
+/// user of the host's, none of the image's, resolved). Now the whiteouts
+/// are refused by name, nothing left in the store, and the lookup finds no
+/// such user in the image.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_authors_whiteouts_and_links_reach_nothing_of_the_hosts() {
+    let _cleanup = Cleanup::new();
+    let reg = HostileRegistry::start(5096);
+    let (m, _c) = manager().await;
+    let before = store_entries();
+    for (repo, target) in [("whiteout-dot", "\".\""), ("whiteout-dotdot", "\"..\"")] {
+        let e = m
+            .pull_image(&reg.name(repo), &PullOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(kind(e.clone()), podscope::ErrorKind::InvalidArgument, "{e}");
+        assert!(
+            e.to_string().contains(&format!("a whiteout of {target} names no file")),
+            "{repo}: {e}"
+        );
+        assert_eq!(store_entries(), before, "{repo}: nothing left in the store");
+    }
+    assert!(
+        sh("getent passwd _apt").starts_with("_apt:"),
+        "the host has the user the image names"
+    );
+    let image = reg.name("etc-link");
+    m.pull_image(&image, &PullOptions::default()).await.unwrap();
+    let pod = create_started(&m, "iso-etc-link", CreateOptions::default()).await;
+    let e = m
+        .create_container(&pod, "c", 0, &image, &ContainerOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(kind(e.clone()), podscope::ErrorKind::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("_apt"), "the user is named: {e}");
+    m.remove(&pod).await.unwrap();
+    m.remove_image(&image).await.unwrap();
+}
+
+/// Finding 8, played by a streaming client: on the WebSocket
+/// `*.base64.*` subprotocols a text frame that began with a multi-byte
+/// character was sliced inside it, and the panic aborted podscope-cri with
+/// every CRI call and session. Now it carries nothing, the session goes
+/// on, and the frontend is the same process.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streaming_clients_frame_cannot_kill_the_frontend() {
+    let _cleanup = Cleanup::new();
+    let (m, _c) = manager().await;
+    pull_busybox(&m).await;
+    let pod = create_started(&m, "iso-ws", CreateOptions::default()).await;
+    let id = run(&m, &pod, "cat", sh_cmd("exec sleep 3600")).await;
+    let req = cri_api::v1::ExecRequest {
+        container_id: id.clone(),
+        cmd: vec!["cat".into()],
+        stdin: true,
+        stdout: true,
+        stderr: false,
+        ..Default::default()
+    };
+    let url = crate::streaming::cri_client()
+        .await
+        .exec(req)
+        .await
+        .unwrap()
+        .into_inner()
+        .url;
+    let (pid, _, _) = crate::streaming::frontend();
+    // "é" first, then base64 of "ok\n" on stdin (channel 0), then the end.
+    let script = format!(
+        "import asyncio, base64, websockets\n\
+         async def main():\n\
+         \x20   async with websockets.connect('ws://{}', subprotocols=['v4.base64.channel.k8s.io']) as ws:\n\
+         \x20       await ws.send('\\u00e9tat')\n\
+         \x20       await ws.send('0' + base64.b64encode(b'ok\\n').decode())\n\
+         \x20       while True:\n\
+         \x20           m = await asyncio.wait_for(ws.recv(), 20)\n\
+         \x20           if m[0] == '1' and base64.b64decode(m[1:]) == b'ok\\n':\n\
+         \x20               print('echoed'); return\n\
+         asyncio.run(main())\n",
+        url.trim_start_matches("http://")
+    );
+    let path = format!("/run/{}.py", uniq("iso-ws"));
+    std::fs::write(&path, script).unwrap();
+    let (rc, out, err) = sh_out(&format!("timeout 60 /usr/bin/python3 {path}"));
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!((rc, out.trim()), (0, "echoed"), "{err}");
+    assert_eq!(
+        crate::streaming::frontend().0,
+        pid,
+        "podscope-cri is the same process"
+    );
+    m.remove(&pod).await.unwrap();
+}

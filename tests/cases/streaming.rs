@@ -161,7 +161,7 @@ async fn exec_refuses_unknown_and_stopped_containers() {
     m.remove(&pod).await.unwrap();
 }
 
-async fn cri_client() -> RuntimeServiceClient<tonic::transport::Channel> {
+pub async fn cri_client() -> RuntimeServiceClient<tonic::transport::Channel> {
     let ch = podscope::cri::channel(std::path::Path::new("/run/podscope/cri.sock"))
         .await
         .unwrap();
@@ -604,7 +604,7 @@ async fn podscopectl_attach_follows_and_detaches() {
 }
 
 /// podscope-cri's PID, RSS (KiB) and open descriptors.
-fn frontend() -> (u32, u64, usize) {
+pub fn frontend() -> (u32, u64, usize) {
     let pid: u32 = sh("systemctl show -p MainPID --value podscope-cri.service")
         .trim()
         .parse()
