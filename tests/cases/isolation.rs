@@ -825,7 +825,8 @@ async fn an_image_authors_whiteouts_and_links_reach_nothing_of_the_hosts() {
             .unwrap_err();
         assert_eq!(kind(e.clone()), podscope::ErrorKind::InvalidArgument, "{e}");
         assert!(
-            e.to_string().contains(&format!("a whiteout of {target} names no file")),
+            e.to_string()
+                .contains(&format!("a whiteout of {target} names no file")),
             "{repo}: {e}"
         );
         assert_eq!(store_entries(), before, "{repo}: nothing left in the store");
