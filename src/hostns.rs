@@ -485,27 +485,6 @@ impl HostNs {
         })
     }
 
-    /// Open `path` as the host sees it.
-    pub async fn open(
-        &self,
-        path: &Path,
-        flags: libc::c_int,
-        mode: libc::mode_t,
-    ) -> Result<OwnedFd> {
-        let op = Op::Open {
-            path: cpath(path)?,
-            flags: flags | libc::O_CLOEXEC,
-            mode,
-        };
-        let mut fds = self
-            .run(vec![op])
-            .await
-            .map_err(|e| Error::io(format!("open {}", path.display()), e))?;
-        fds.pop().flatten().ok_or_else(|| {
-            Error::internal(format!("open {}: no descriptor came back", path.display()))
-        })
-    }
-
     /// `mkdir -p`, mode 0755 for what it makes.
     pub async fn create_dir_all(&self, dir: &Path) -> Result<()> {
         let ops = mkdirs(dir)?;
@@ -522,30 +501,15 @@ impl HostNs {
     /// choice, and the daemon writes there as root), and the file must be
     /// a regular one.
     pub async fn open_log(&self, root: &Path, path: &Path) -> Result<OwnedFd> {
-        let (base, dirs, name) = split_beneath(root, path)?;
-        let mut ops = if path.starts_with(root) {
+        let before = if path.starts_with(root) {
             mkdirs(root)?
         } else {
             Vec::new()
         };
-        ops.push(Op::OpenBeneath {
-            root: base,
-            dirs,
-            name,
-            make_dirs: true,
-            flags: libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT,
-            mode: 0o640,
-        });
+        let flags = libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT;
         let what = format!("open {} for writing", path.display());
-        let mut fds = self
-            .run(ops)
+        self.open_beneath(before, root, path, flags, 0o640, what)
             .await
-            .map_err(|e| beneath_error(what.clone(), root, e))?;
-        let fd = fds
-            .pop()
-            .flatten()
-            .ok_or_else(|| Error::internal(format!("{what}: no descriptor came back")))?;
-        regular_file(fd, path)
     }
 
     /// Read a small regular file (at most `max` bytes) a caller named,
@@ -553,26 +517,18 @@ impl HostNs {
     /// symbolic link (a Localhost seccomp profile: read as root).
     pub async fn read_beneath(&self, root: &Path, path: &Path, max: usize) -> Result<Vec<u8>> {
         use std::io::Read;
-        let (base, dirs, name) = split_beneath(root, path)?;
-        let what = format!("open {}", path.display());
-        let mut fds = self
-            .run(vec![Op::OpenBeneath {
-                root: base,
-                dirs,
-                name,
-                make_dirs: false,
-                flags: libc::O_RDONLY,
-                mode: 0,
-            }])
-            .await
-            .map_err(|e| beneath_error(what.clone(), root, e))?;
-        let fd = fds
-            .pop()
-            .flatten()
-            .ok_or_else(|| Error::internal(format!("{what}: no descriptor came back")))?;
-        let mut f = std::fs::File::from(regular_file(fd, path)?);
+        let fd = self
+            .open_beneath(
+                Vec::new(),
+                root,
+                path,
+                libc::O_RDONLY,
+                0,
+                format!("open {}", path.display()),
+            )
+            .await?;
         let mut buf = Vec::new();
-        (&mut f)
+        std::fs::File::from(fd)
             .take(max as u64 + 1)
             .read_to_end(&mut buf)
             .map_err(|e| Error::io(format!("read {}", path.display()), e))?;
@@ -583,6 +539,39 @@ impl HostNs {
             ));
         }
         Ok(buf)
+    }
+
+    /// Run `before`, then `Op::OpenBeneath` for `path` (`split_beneath`),
+    /// in one child; the descriptor, checked to be a regular file. A file
+    /// opened to be created gets its missing directories made too. `what`
+    /// names the step in errors.
+    async fn open_beneath(
+        &self,
+        mut before: Vec<Op>,
+        root: &Path,
+        path: &Path,
+        flags: libc::c_int,
+        mode: libc::mode_t,
+        what: String,
+    ) -> Result<OwnedFd> {
+        let (base, dirs, name) = split_beneath(root, path)?;
+        before.push(Op::OpenBeneath {
+            root: base,
+            dirs,
+            name,
+            make_dirs: flags & libc::O_CREAT != 0,
+            flags,
+            mode,
+        });
+        let mut fds = self
+            .run(before)
+            .await
+            .map_err(|e| beneath_error(what.clone(), root, e))?;
+        let fd = fds
+            .pop()
+            .flatten()
+            .ok_or_else(|| Error::internal(format!("{what}: no descriptor came back")))?;
+        regular_file(fd, path)
     }
 
     /// `mkdir -p dir`, then open `dir/name` for writing, in one child: a
@@ -613,25 +602,6 @@ impl HostNs {
         fds.pop().flatten().ok_or_else(|| {
             Error::internal(format!("open {}: no descriptor came back", path.display()))
         })
-    }
-
-    /// Read a small file (at most `max` bytes) as the host sees it.
-    pub async fn read(&self, path: &Path, max: usize) -> Result<Vec<u8>> {
-        use std::io::Read;
-        let fd = self.open(path, libc::O_RDONLY, 0).await?;
-        let mut f = std::fs::File::from(fd);
-        let mut buf = Vec::new();
-        (&mut f)
-            .take(max as u64 + 1)
-            .read_to_end(&mut buf)
-            .map_err(|e| Error::io(format!("read {}", path.display()), e))?;
-        if buf.len() > max {
-            return Err(Error::invalid(
-                "path",
-                format!("{} is larger than {max} bytes", path.display()),
-            ));
-        }
-        Ok(buf)
     }
 
     /// Write `data` to `path` in one write (a cgroup control file). The
@@ -1216,11 +1186,11 @@ mod tests {
         let fd = h.open_log(&t.0, &log).await.unwrap();
         use std::io::Write;
         std::fs::File::from(fd).write_all(b"line\n").unwrap();
-        assert_eq!(h.read(&log, 100).await.unwrap(), b"line\n");
-        let e = h.read(&log, 2).await.unwrap_err();
+        assert_eq!(h.read_beneath(&t.0, &log, 100).await.unwrap(), b"line\n");
+        let e = h.read_beneath(&t.0, &log, 2).await.unwrap_err();
         assert!(e.to_string().contains("larger than 2 bytes"), "{e}");
         let e = h
-            .open(&t.0.join("missing"), libc::O_RDONLY, 0)
+            .read_beneath(&t.0, &t.0.join("missing"), 10)
             .await
             .unwrap_err();
         assert!(e.to_string().contains("missing"), "{e}");
@@ -1317,7 +1287,7 @@ mod tests {
         std::fs::File::from(fd).write_all(b"ok").unwrap();
         assert_eq!(std::fs::read(t.0.join("x/y.log")).unwrap(), b"ok");
         let e = h
-            .open(&t.0.join("nope"), libc::O_RDONLY, 0)
+            .read_beneath(&t.0, &t.0.join("nope"), 10)
             .await
             .unwrap_err();
         assert!(e.to_string().contains("No such file"), "{e}");

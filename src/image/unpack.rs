@@ -178,16 +178,18 @@ impl<R: Read> Guard<R> {
                     };
                 }
                 GuardState::Pax(payload, padding) => {
-                    if payload > 0 {
-                        let k = (payload as usize).min(data.len());
-                        self.pax.extend_from_slice(&data[..k]);
-                        data = &data[k..];
-                        self.state = GuardState::Pax(payload - k as u64, padding);
-                    } else {
-                        self.next_size = pax_size(&self.pax).or(self.next_size);
-                        self.pax.clear();
-                        self.state = GuardState::Data(padding);
-                    }
+                    let k = (payload as usize).min(data.len());
+                    self.pax.extend_from_slice(&data[..k]);
+                    data = &data[k..];
+                    self.state = match payload - k as u64 {
+                        // Whole: its size record is the next entry's.
+                        0 => {
+                            self.next_size = pax_size(&self.pax).or(self.next_size);
+                            self.pax.clear();
+                            GuardState::Data(padding)
+                        }
+                        left => GuardState::Pax(left, padding),
+                    };
                 }
                 GuardState::Header | GuardState::SparseExt(_) => {
                     let k = (512 - self.block.len()).min(data.len());
@@ -199,16 +201,6 @@ impl<R: Read> Guard<R> {
                     }
                 }
             }
-        }
-        // A PAX payload ending exactly at a read's end.
-        if let GuardState::Pax(0, padding) = self.state {
-            self.next_size = pax_size(&self.pax).or(self.next_size);
-            self.pax.clear();
-            self.state = if padding == 0 {
-                GuardState::Header
-            } else {
-                GuardState::Data(padding)
-            };
         }
         Ok(())
     }

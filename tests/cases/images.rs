@@ -56,35 +56,24 @@ async fn forget_cold(m: &Client, name: &str) {
 
 /// The registry proxy on `port`, in front of :5000, its state in a fresh dir.
 struct Proxy {
-    port: u16,
+    registry: FixtureRegistry,
     dir: String,
-    unit: String,
 }
 
 impl Proxy {
     fn start(port: u16) -> Proxy {
         let dir = format!("/run/podscope-test/proxy-{port}");
-        let unit = format!("podscope-test-proxy-{port}");
-        sh(&format!(
-            "systemctl stop {unit} 2>/dev/null; systemctl reset-failed {unit} 2>/dev/null; \
-             rm -rf {dir} && mkdir -p {dir} && \
-             systemd-run --quiet --unit={unit} /usr/bin/python3 {}/tests/fixtures/registry-proxy.py {port} 5000 {dir}",
-            env!("CARGO_MANIFEST_DIR")
-        ));
-        wait_until(Duration::from_secs(10), || {
-            sh_status(&format!(
-                "curl -sf -o /dev/null http://127.0.0.1:{port}/v2/"
-            )) == 0
-        });
+        sh(&format!("rm -rf {dir} && mkdir -p {dir}"));
+        let registry = FixtureRegistry::start(
+            &format!("podscope-test-proxy-{port}"),
+            port,
+            "registry-proxy.py",
+            &format!("{port} 5000 {dir}"),
+            Duration::from_secs(10),
+        );
+        // Not the readiness probes.
         sh(&format!(": > {dir}/requests"));
-        // Plain HTTP, said in a drop-in: podscope reads registries.conf.d
-        // at each pull.
-        std::fs::write(
-            format!("/etc/containers/registries.conf.d/50-proxy-{port}.conf"),
-            format!("[[registry]]\nlocation = \"127.0.0.1:{port}\"\ninsecure = true\n"),
-        )
-        .unwrap();
-        Proxy { port, dir, unit }
+        Proxy { registry, dir }
     }
 
     fn mode(&self, m: &str) {
@@ -113,17 +102,7 @@ impl Proxy {
     }
 
     fn name(&self, repo: &str) -> String {
-        format!("127.0.0.1:{}/{repo}", self.port)
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = sh_status(&format!("systemctl stop {}", self.unit));
-        let _ = std::fs::remove_file(format!(
-            "/etc/containers/registries.conf.d/50-proxy-{}.conf",
-            self.port
-        ));
+        format!("127.0.0.1:{}/{repo}", self.registry.port)
     }
 }
 

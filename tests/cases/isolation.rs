@@ -14,6 +14,10 @@ use podscope::api::CreateOptions;
 use podscope::domain::NamespaceMode;
 use std::time::Duration;
 
+/// A container's command that runs until SIGTERM (double quotes inside, so
+/// that a shell line can wrap it in single quotes).
+const IDLE: &str = "trap \"exit 0\" TERM; while :; do sleep 0.1; done";
+
 /// What a container's root finds of PID 1's files: one line per file,
 /// `<name> denied` or `<name> <what it read>`.
 const PROC1_PROBE: &str = r#"
@@ -81,7 +85,7 @@ async fn a_containers_root_reaches_nothing_of_the_host_through_the_pods_init(han
             capabilities_add: caps.iter().map(|c| (*c).to_owned()).collect(),
             ..Default::default()
         },
-        ..sh_cmd("trap 'exit 0' TERM; while :; do sleep 0.1; done")
+        ..sh_cmd(IDLE)
     };
     let plain = run(&m, &pod, "plain", shared(&[])).await;
     let seen = probe_pid1(&m, &plain).await;
@@ -183,13 +187,7 @@ async fn a_container_of_its_own_pid_namespace_sees_no_process_of_podscopes() {
     let (m, _c) = manager().await;
     pull_busybox(&m).await;
     let pod = create_started(&m, "iso-own-pid", CreateOptions::default()).await;
-    let id = run(
-        &m,
-        &pod,
-        "own",
-        sh_cmd("trap 'exit 0' TERM; while :; do sleep 0.1; done"),
-    )
-    .await;
+    let id = run(&m, &pod, "own", sh_cmd(IDLE)).await;
     let r = m
         .exec_sync(
             &id,
@@ -239,6 +237,15 @@ fn manage_only() -> PolkitRule {
 }
 
 const MANAGER: &str = "org.podscope.Sandbox1 /org/podscope/Sandbox1 org.podscope.Sandbox1.Manager";
+
+/// A started pod of namespace team-a, made by the `manage`-only user: its id.
+fn team_pod_as_nobody(name: &str) -> String {
+    let (rc, pod, err) = as_nobody(&format!(
+        "podscopectl create {name} --namespace team-a --start"
+    ));
+    assert_eq!(rc, 0, "{err}");
+    pod.trim().to_owned()
+}
 
 /// `busctl call` on the manager, as `nobody`: (status, stdout, stderr).
 /// busctl says only "Access denied" for polkit's denial (it hides the
@@ -346,8 +353,7 @@ async fn a_manage_only_user_writes_logs_only_beneath_the_log_root() {
 fn create_container_args(pod: &str, name: &str, n: usize, security: &str) -> String {
     format!(
         "CreateContainer ssusa{{sv}} {pod} {name} 0 {BUSYBOX} 2 \
-         command as 3 /bin/sh -c 'trap \"exit 0\" TERM; while :; do sleep 0.1; done' \
-         security a{{sv}} {n} {security}"
+         command as 3 /bin/sh -c '{IDLE}' security a{{sv}} {n} {security}"
     )
 }
 
@@ -363,9 +369,7 @@ async fn a_manage_only_user_cannot_unmask_the_kernels_paths() {
     let (m, _c) = manager().await;
     pull_busybox(&m).await;
     let _rule = manage_only();
-    let (rc, pod, err) = as_nobody("podscopectl create unmask --namespace team-a --start");
-    assert_eq!(rc, 0, "{err}");
-    let pod = pod.trim().to_owned();
+    let pod = team_pod_as_nobody("unmask");
     for (what, security) in [
         ("masked_paths=[]", "masked_paths as 0"),
         ("readonly_paths=[]", "readonly_paths as 0"),
@@ -405,13 +409,7 @@ async fn a_manage_only_user_cannot_unmask_the_kernels_paths() {
     ));
     let unmasked = unmasked.split('"').nth(1).unwrap().to_owned();
     m.start_container(&unmasked).await.unwrap();
-    let plain = run(
-        &m,
-        &pod,
-        "plain",
-        sh_cmd("trap 'exit 0' TERM; while :; do sleep 0.1; done"),
-    )
-    .await;
+    let plain = run(&m, &pod, "plain", sh_cmd(IDLE)).await;
     for (id, want) in [(&unmasked, "writable"), (&plain, "read-only")] {
         let r = m
             .exec_sync(id, &["/bin/sh".into(), "-c".into(), probe.into()], 10_000)
@@ -432,7 +430,6 @@ async fn a_manage_only_user_gets_no_process_into_host_access() {
     let (m, _c) = manager().await;
     pull_busybox(&m).await;
     let _rule = manage_only();
-    let loop_cmd = "trap 'exit 0' TERM; while :; do sleep 0.1; done";
     // Made by root (the operator's grant), in the namespace nobody manages.
     let host_pod = m
         .create(
@@ -446,7 +443,7 @@ async fn a_manage_only_user_gets_no_process_into_host_access() {
         .unwrap()
         .0;
     m.start(&host_pod).await.unwrap();
-    let in_host_pod = run(&m, &host_pod, "plain", sh_cmd(loop_cmd)).await;
+    let in_host_pod = run(&m, &host_pod, "plain", sh_cmd(IDLE)).await;
     let pod = m
         .create(
             &pod_in(&uniq("iso-plain"), "team-a", &uniq("u"), 0),
@@ -461,14 +458,14 @@ async fn a_manage_only_user_gets_no_process_into_host_access() {
             privileged: true,
             ..Default::default()
         },
-        ..sh_cmd(loop_cmd)
+        ..sh_cmd(IDLE)
     };
     let running_privileged = run(&m, &pod, "priv", privileged()).await;
     let (created_privileged, _) = m
         .create_container(&pod, "priv-later", 0, BUSYBOX, &privileged())
         .await
         .unwrap();
-    let plain = run(&m, &pod, "plain", sh_cmd(loop_cmd)).await;
+    let plain = run(&m, &pod, "plain", sh_cmd(IDLE)).await;
 
     for target in [&in_host_pod, &running_privileged] {
         assert_needs_privileged(
@@ -527,9 +524,7 @@ async fn a_seccomp_profile_is_read_only_beneath_its_root_and_never_from_a_fifo()
     let (m, _c) = manager().await;
     pull_busybox(&m).await;
     let _rule = manage_only();
-    let (rc, pod, err) = as_nobody("podscopectl create seccomp --namespace team-a --start");
-    assert_eq!(rc, 0, "{err}");
-    let pod = pod.trim().to_owned();
+    let pod = team_pod_as_nobody("seccomp");
     let (rc, _, err) = busctl_as_nobody(&create_container_args(
         &pod,
         "prof-default",
@@ -585,11 +580,9 @@ async fn a_callers_descriptors_reach_a_container_only_as_pipes_or_sockets() {
     let (m, _c) = manager().await;
     pull_busybox(&m).await;
     let _rule = manage_only();
-    let (rc, pod, err) = as_nobody("podscopectl create fds --namespace team-a --start");
-    assert_eq!(rc, 0, "{err}");
+    let pod = team_pod_as_nobody("fds");
     let (rc, ctr, err) = as_nobody(&format!(
-        "podscopectl container create {} c {BUSYBOX} --start -- sh -c 'trap \"exit 0\" TERM; while :; do sleep 0.1; done'",
-        pod.trim()
+        "podscopectl container create {pod} c {BUSYBOX} --start -- sh -c '{IDLE}'"
     ));
     assert_eq!(rc, 0, "{err}");
     let ctr = ctr.trim().to_owned();
@@ -700,45 +693,23 @@ async fn an_images_config_is_roots_callers_only() {
 }
 
 /// The hostile registry (tests/fixtures/hostile-registry.py) on `port`,
-/// marked insecure for podscope in a drop-in, until dropped.
-struct HostileRegistry {
-    port: u16,
-    unit: String,
-}
+/// marked insecure for podscope, until dropped.
+struct HostileRegistry(FixtureRegistry);
 
 impl HostileRegistry {
     fn start(port: u16) -> Self {
-        let unit = format!("podscope-test-hostile-{port}");
-        sh(&format!(
-            "systemctl stop {unit} 2>/dev/null; systemctl reset-failed {unit} 2>/dev/null; \
-             systemd-run --quiet --unit={unit} /usr/bin/python3 {}/tests/fixtures/hostile-registry.py {port}",
-            env!("CARGO_MANIFEST_DIR")
-        ));
-        wait_until(Duration::from_secs(20), || {
-            sh_status(&format!(
-                "curl -sf -o /dev/null http://127.0.0.1:{port}/v2/"
-            )) == 0
-        });
-        std::fs::write(
-            format!("/etc/containers/registries.conf.d/50-hostile-{port}.conf"),
-            format!("[[registry]]\nlocation = \"127.0.0.1:{port}\"\ninsecure = true\n"),
-        )
-        .unwrap();
-        HostileRegistry { port, unit }
+        HostileRegistry(FixtureRegistry::start(
+            &format!("podscope-test-hostile-{port}"),
+            port,
+            "hostile-registry.py",
+            &port.to_string(),
+            // It builds its images (a 64 MiB bomb among them) first.
+            Duration::from_secs(20),
+        ))
     }
 
     fn name(&self, repo: &str) -> String {
-        format!("127.0.0.1:{}/hostile/{repo}:latest", self.port)
-    }
-}
-
-impl Drop for HostileRegistry {
-    fn drop(&mut self) {
-        let _ = sh_status(&format!("systemctl stop {}", self.unit));
-        let _ = std::fs::remove_file(format!(
-            "/etc/containers/registries.conf.d/50-hostile-{}.conf",
-            self.port
-        ));
+        format!("127.0.0.1:{}/hostile/{repo}:latest", self.0.port)
     }
 }
 

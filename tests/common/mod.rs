@@ -680,3 +680,49 @@ impl Drop for DaemonBack {
         sh_status("systemctl reset-failed podscoped 2>/dev/null; systemctl start podscoped");
     }
 }
+
+/// A registry fixture of the tests' own (a Python script in
+/// tests/fixtures) serving plain HTTP on 127.0.0.1:`port` as the transient
+/// unit `unit`, marked insecure for podscope in a registries.conf drop-in
+/// (read at each pull); stopped and the drop-in removed when dropped.
+pub struct FixtureRegistry {
+    pub port: u16,
+    unit: String,
+}
+
+impl FixtureRegistry {
+    /// Start `script` (in tests/fixtures) with `args`; it answers /v2/
+    /// within `ready_within`.
+    pub fn start(unit: &str, port: u16, script: &str, args: &str, ready_within: Duration) -> Self {
+        sh(&format!(
+            "systemctl stop {unit} 2>/dev/null; systemctl reset-failed {unit} 2>/dev/null; \
+             systemd-run --quiet --unit={unit} /usr/bin/python3 {}/tests/fixtures/{script} {args}",
+            env!("CARGO_MANIFEST_DIR")
+        ));
+        wait_until(ready_within, || {
+            sh_status(&format!(
+                "curl -sf -o /dev/null http://127.0.0.1:{port}/v2/"
+            )) == 0
+        });
+        std::fs::write(
+            Self::dropin(port),
+            format!("[[registry]]\nlocation = \"127.0.0.1:{port}\"\ninsecure = true\n"),
+        )
+        .unwrap();
+        FixtureRegistry {
+            port,
+            unit: unit.to_owned(),
+        }
+    }
+
+    fn dropin(port: u16) -> String {
+        format!("/etc/containers/registries.conf.d/50-fixture-{port}.conf")
+    }
+}
+
+impl Drop for FixtureRegistry {
+    fn drop(&mut self) {
+        let _ = sh_status(&format!("systemctl stop {}", self.unit));
+        let _ = std::fs::remove_file(Self::dropin(self.port));
+    }
+}
