@@ -1,6 +1,6 @@
 # podscope — build, install, test, demo, benchmark.
 #
-#   make            build release binaries
+#   make            build the installed processes (release; make bench builds the bench)
 #   make install    install (honours DESTDIR, PREFIX, LIBEXECDIR, UNITDIR, ...)
 #   make check      every test: fmt, clippy, unit tests, a short fuzzing pass,
 #                   integration tests (a kill at every step among them) in a
@@ -29,7 +29,7 @@
 #   make demo       a pod created, inspected with systemctl/busctl, stopped, removed;
 #                   a container; crictl; kubelet running a static pod
 #   make bench      the performance table (BENCH= names sections, e.g.
-#                   BENCH=kubelet-1.36; default all; see podscope-bench's main)
+#                   BENCH=kubelet-1.36; default all; see bench/src/main.rs)
 #   make deb        target/deb/podscope_*.deb (packaging/debian), lintian-checked
 #   make rpm        target/rpm/RPMS/*/podscope-*.rpm (packaging/rpm/podscope.spec)
 #   make dist       target/podscope-VERSION.tar.gz, the committed tree (the
@@ -68,13 +68,14 @@ KUBELET_1_36_XZ ?= $(abspath ../shared/tools/k8s-1.36/kubelet.xz)
 CRITEST_1_36_XZ ?= $(abspath ../shared/tools/k8s-1.36/critest.xz)
 CRICTL_1_36_XZ ?= $(abspath ../shared/tools/k8s-1.36/crictl.xz)
 K8S_1_36 := $(abspath target/tools/k8s-1.36)
-# $(call unxz_tool,VAR,OUT): OUT unpacked from $(VAR) unless up to date;
-# a missing one fails the target.
-define unxz_tool
-	@test -f "$($(1))" || { echo "$@: $($(1)) not found (set $(1)=...)" >&2; exit 1; }; \
-	if [ ! -x "$(2)" ] || [ "$(2)" -ot "$($(1))" ]; then mkdir -p "$(dir $(2))" && \
-	  xz -dc "$($(1))" > "$(2).part" && chmod 0755 "$(2).part" && mv "$(2).part" "$(2)"; fi
-endef
+# $(call unxz,SRC,OUT,VAR): shell that unpacks SRC (xz) into OUT, an
+# executable, unless OUT is newer; a missing SRC fails the target, naming
+# the variable to set. Every tool the targets unpack goes through it.
+unxz = { test -f "$(1)" || { echo "$@: $(1) not found (set $(3)=...)" >&2; exit 1; }; \
+	if [ ! -x "$(2)" ] || [ "$(2)" -ot "$(1)" ]; then mkdir -p "$(dir $(2))" && \
+	  xz -dc "$(1)" > "$(2).part" && chmod 0755 "$(2).part" && mv "$(2).part" "$(2)"; fi; }
+# $(call unxz_tool,VAR,OUT): OUT unpacked from $(VAR).
+unxz_tool = @$(call unxz,$($(1)),$(2),$(1))
 # crun 1.27.1 (built for Debian 12), xz-packed: the harness's runtime
 # handler crun-userns (Debian's crun 1.8.1 stays the default) for make
 # conformance and integration; unpacked into target/tools/crun-1.27.
@@ -95,7 +96,6 @@ RELEASE     := target/release
 INSTALL     ?= install
 VERSION     := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
 
-BINARIES := podscoped podscopectl podscope-init podscope-netns podscope-cri podscope-bench
 DAEMONS  := podscoped podscope-init podscope-netns podscope-cri
 # Units that name a binary: installed with its real path substituted.
 EXEC_UNITS := podscoped.service podscope-netns@.service podscope-cri.service
@@ -108,6 +108,8 @@ MAN8 := man/podscoped.8 man/podscope-cri.8
 
 all: build
 
+# The installed processes only (the workspace's default members); make
+# bench builds the bench, and the suites build their own drivers.
 build:
 	$(TIMED) build $(CARGO) build --release --locked --bins
 
@@ -178,21 +180,21 @@ dist:
 
 lint: deps
 	$(TIMED) fmt $(CARGO) fmt --all -- --check
-	$(TIMED) clippy $(CARGO) clippy --locked --all-targets --all-features -- -D warnings
+	$(TIMED) clippy $(CARGO) clippy --locked --workspace --all-targets --all-features -- -D warnings
 
 unit: deps
-	$(TIMED) unit $(CARGO) test --locked --lib --bins
+	$(TIMED) unit $(CARGO) test --locked --workspace --lib --bins
 
-# Property-based fuzzing of every parser of outside input (src/fuzz.rs):
+# Property-based fuzzing of every parser of outside input (each crate's fuzz.rs):
 # FUZZ_CASES inputs per target. `make check` runs a short pass on the unit
 # tests' build; `make fuzz` a long one, optimised.
 CHECK_FUZZ_CASES ?= 30000
 FUZZ_CASES ?= 1000000
 fuzz-short: deps
-	FUZZ_CASES=$(CHECK_FUZZ_CASES) $(TIMED) fuzz $(CARGO) test --locked --lib fuzz::
+	FUZZ_CASES=$(CHECK_FUZZ_CASES) $(TIMED) fuzz tests/harness/fuzz.sh
 
 fuzz: deps
-	FUZZ_CASES=$(FUZZ_CASES) $(TIMED) fuzz $(CARGO) test --locked --release --lib fuzz::
+	FUZZ_CASES=$(FUZZ_CASES) $(TIMED) fuzz tests/harness/fuzz.sh --release
 
 # Integration tests run inside a private systemd with the project installed
 # by `make install`, exactly as a packager would (crun 1.27 as the handler
@@ -203,7 +205,7 @@ integration: deps build
 	CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" CRUN_1_27="$(CRUN_1_27)" $(TIMED) integration \
 	  tests/harness/run-integration.sh --skip isolation::
 
-# The adversarial suite (tests/cases/isolation.rs, issue 41): each way out
+# The adversarial suite (tests/integration/isolation.rs, issue 41): each way out
 # of a pod or up from `manage` that was found, played by its actor, in a
 # harness of its own so that its time is its own.
 isolation: deps build
@@ -250,11 +252,7 @@ CLUSTER_TOOLS := etcd kube-apiserver kube-controller-manager kube-scheduler kube
 # (The cluster's tools and crun 1.27 unpacked; a missing one fails.)
 define cluster_tools
 	@test -x "$(KUBECTL)" || { echo "$@: $(KUBECTL) not found (make deps installs it; or set KUBECTL=...)" >&2; exit 1; }
-	@for f in $(CLUSTER_TOOLS); do \
-	  test -f "$(K8S_1_36_DIR)/$$f.xz" || { echo "$@: $(K8S_1_36_DIR)/$$f.xz not found (set K8S_1_36_DIR=...)" >&2; exit 1; }; \
-	  out=$(K8S_1_36)/$$f; if [ ! -x "$$out" ] || [ "$$out" -ot "$(K8S_1_36_DIR)/$$f.xz" ]; then \
-	  mkdir -p $(K8S_1_36) && xz -dc "$(K8S_1_36_DIR)/$$f.xz" > "$$out.part" && \
-	  chmod 0755 "$$out.part" && mv "$$out.part" "$$out" || exit 1; fi; done
+	@$(foreach f,$(CLUSTER_TOOLS),$(call unxz,$(K8S_1_36_DIR)/$(f).xz,$(K8S_1_36)/$(f),K8S_1_36_DIR) &&) true
 	$(call unxz_tool,CRUN_1_27_XZ,$(CRUN_1_27))
 endef
 cluster: deps build
@@ -315,13 +313,9 @@ bench: deps build
 	$(need_cri_tools)
 	$(need_kubelet)
 	$(call unxz_tool,KUBELET_1_36_XZ,$(K8S_1_36)/kubelet)
-	@for f in containerd containerd-shim-runc-v2; do \
-	  test -f "$(CONTAINERD_2_3_XZ)/$$f.xz" || { \
-	    echo "$@: $(CONTAINERD_2_3_XZ)/$$f.xz not found (set CONTAINERD_2_3_XZ=...)" >&2; exit 1; }; \
-	  out=$(CONTAINERD_2_3)/$$f; if [ ! -x "$$out" ] || [ "$$out" -ot "$(CONTAINERD_2_3_XZ)/$$f.xz" ]; then \
-	  mkdir -p $(CONTAINERD_2_3) && xz -dc "$(CONTAINERD_2_3_XZ)/$$f.xz" > "$$out.part" && \
-	  chmod 0755 "$$out.part" && mv "$$out.part" "$$out" || exit 1; fi; done
-	$(CARGO) build --locked --features harness-tests,failpoints --bin podscoped
+	@$(foreach f,containerd containerd-shim-runc-v2,$(call unxz,$(CONTAINERD_2_3_XZ)/$(f).xz,$(CONTAINERD_2_3)/$(f),CONTAINERD_2_3_XZ) &&) true
+	$(CARGO) build --locked -p podscoped --features failpoints --bins
+	$(CARGO) build --release --locked -p podscope-bench
 	@if [ -n "$(bench_harness)" ]; then \
 	  FAILPOINT_DAEMON=$(abspath target/debug/podscoped) CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" KUBELET="$(KUBELET)" \
 	  KUBELET_1_36="$(K8S_1_36)/kubelet" \

@@ -7,59 +7,21 @@
 //! its time.
 //!
 //! CLUSTER_FOCUS=word|word runs only the checks whose name holds a word.
-//! `bench RUNTIME` and `bench-table` are make bench's cluster section
-//! (bench.rs) instead.
+//! The cluster itself (its nodes, kubectl, the objects every check makes)
+//! is podscope-test-support's `cluster`, which make bench's cluster section
+//! (podscope-bench cluster) drives too.
 
-mod bench;
 mod checks;
-mod kubectl;
-mod node;
 
-use node::Node;
+use podscope_test_support::cluster::node::Node;
+use podscope_test_support::cluster::{elapsed, Cluster};
 use std::time::Instant;
-
-/// The time since T0, as each line shows it.
-pub fn elapsed(t0: Instant) -> String {
-    format!("{:6.1} s", t0.elapsed().as_secs_f64())
-}
-
-/// One thing seen to hold: printed as it passes, so a failure's place is plain.
-#[macro_export]
-macro_rules! ok {
-    ($t0:expr, $($arg:tt)*) => {
-        println!("cluster: [{}] ok: {}", $crate::elapsed($t0), format!($($arg)*))
-    };
-}
-
-/// What every check is given: the nodes, and the run's start.
-pub struct Cluster {
-    pub nodes: Vec<Node>,
-    pub t0: Instant,
-}
-
-impl Cluster {
-    pub fn node(&self, name: &str) -> &Node {
-        self.nodes
-            .iter()
-            .find(|n| n.name == name)
-            .unwrap_or_else(|| panic!("no node {name}"))
-    }
-}
 
 fn main() {
     let cluster = Cluster {
         nodes: Node::all(),
         t0: Instant::now(),
     };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("bench") => {
-            checks::setup(&cluster);
-            return bench::run(&cluster, args.get(1).expect("cluster bench RUNTIME"));
-        }
-        Some("bench-table") => return bench::table(),
-        _ => {}
-    }
     let focus: Vec<String> = std::env::var("CLUSTER_FOCUS")
         .map(|f| f.split('|').map(str::to_string).collect())
         .unwrap_or_default();

@@ -13,7 +13,8 @@
 #
 #   run-cluster.sh          the checks (make cluster)
 #   run-cluster.sh bench    make bench's cluster section instead: the
-#                           figures (tests/cluster/bench.rs) on podscope,
+#                           figures (podscope-bench cluster, bench/src/
+#                           cluster.rs) on podscope,
 #                           then on containerd 2.3.4 (node.sh containerd),
 #                           and the table
 #
@@ -65,7 +66,13 @@ case $MODE in
     *) fail "usage: run-cluster.sh [bench]" ;;
 esac
 
-BIN=$("$REPO/tests/harness/test-binary.sh" cluster) || fail "building the cluster checks"
+if [[ $MODE == check ]]; then
+    BIN=$("$REPO/tests/harness/test-binary.sh" cluster) || fail "building the cluster checks"
+else
+    # make bench builds it (release), as the harness's sections run it.
+    BIN=${PODSCOPE_BENCH:-$REPO/target/release/podscope-bench}
+    [[ -x $BIN ]] || fail "$BIN not found (make bench builds it)"
+fi
 step build
 
 # One cluster, and no other harness beside it (their systemd would share
@@ -160,7 +167,8 @@ ip netns exec "$NETNS" "$KUBECTL" --kubeconfig="$STATE/admin.kubeconfig" wait --
     node --all --timeout=120s >&2 || fail "the nodes did not become Ready"
 step nodes-ready
 
-# checks ARGS...: the checks binary in the control plane's namespace.
+# checks ARGS...: the checks binary (bench: the bench binary) in the
+# control plane's namespace.
 checks() {
     ip netns exec "$NETNS" env KUBECONFIG="$STATE/admin.kubeconfig" KUBECTL="$KUBECTL" STATE="$STATE" \
         NODES="${NODES[*]}" $(for n in "${NODES[@]}"; do echo "NODE_PID_${n}=$(node_pid "$n")"; done) \
@@ -172,7 +180,7 @@ if [[ $MODE == check ]]; then
     step checks
     exit 0
 fi
-checks bench podscope || fail "the bench on podscope failed"
+checks cluster podscope || fail "the bench on podscope failed"
 step bench-podscope
 for n in "${NODES[@]}"; do
     in_node "$n" "$HERE/node.sh" containerd "$n" "$(node_ip "$n")" || fail "containerd 2.3 on $n"
@@ -189,6 +197,6 @@ done
 ip netns exec "$NETNS" "$KUBECTL" --kubeconfig="$STATE/admin.kubeconfig" wait --for=condition=Ready \
     node --all --timeout=120s >&2 || fail "the nodes did not become Ready on containerd"
 step to-containerd
-checks bench containerd || fail "the bench on containerd 2.3 failed"
+checks cluster containerd || fail "the bench on containerd 2.3 failed"
 step bench-containerd
-checks bench-table
+checks cluster-table

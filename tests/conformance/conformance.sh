@@ -319,7 +319,7 @@ clear_pods "critest 1.36"
 # --- deadlines ---------------------------------------------------------------
 # A call past its caller's deadline answers DEADLINE_EXCEEDED, whoever
 # notices it first (podscope-cri(8), "Calls cut short"): grpc-go's clients,
-# as kubelet's, here; tests/cases/cri_deadlines.rs has the frontend's own
+# as kubelet's, here; tests/integration/cri_deadlines.rs has the frontend's own
 # answers.
 
 [[ -n ${CRICTL_1_36:-} ]] \

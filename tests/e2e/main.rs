@@ -8,16 +8,10 @@
 //! pods are all written at the start and each check waits only for what
 //! it needs.
 
-#[path = "../common/mod.rs"]
-#[allow(unused_imports)]
-mod common;
-#[path = "../../src/bin/podscope-bench/kubelet_client.rs"]
-mod kubelet_client;
-
-use common::{
+use podscope_test_support::harness::{
     crictl, manager, sh, sh_out, string_map, Client, ListFilter, NetworkMode, SandboxStatus, State,
 };
-use kubelet_client::{Kubelet, Pod};
+use podscope_test_support::kubelet_client::{Kubelet, Pod};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -610,7 +604,7 @@ async fn check_web(k: &Kubelet, m: &Client, t0: Instant) {
         "/var/log/pods/{NS}_{}_{}/client/0.log",
         p.metadata.name, p.metadata.uid
     );
-    common::wait_until(Duration::from_secs(20), || {
+    podscope_test_support::harness::wait_until(Duration::from_secs(20), || {
         std::fs::read_to_string(&client_log).is_ok_and(|s| s.contains("hello-from-server"))
     });
     ok!(
@@ -706,7 +700,7 @@ async fn check_hostnet(k: &Kubelet, m: &Client, t0: Instant) {
     assert_eq!(sb.network, NetworkMode::Host, "{sb:#?}");
     assert!(sb.netns_path.is_empty() && sb.ips.is_empty(), "{sb:#?}");
     let url = format!("http://127.0.0.1:{HOSTNET_PORT}/index.html");
-    common::wait_until(Duration::from_secs(20), || {
+    podscope_test_support::harness::wait_until(Duration::from_secs(20), || {
         sh_out(&format!("curl -sf {url}"))
             .1
             .contains("hello-from-the-node")
@@ -750,7 +744,7 @@ async fn check_slices(k: &Kubelet, m: &Client, t0: Instant) {
         assert_eq!(sb.slice, slice, "{name}: podscope's slice");
         assert_eq!(systemctl_show(&sb.unit, "Slice"), slice, "{}", sb.unit);
         let containers = m
-            .list_containers(&podscope::api::container::ContainerFilter {
+            .list_containers(&podscope_api::container::ContainerFilter {
                 pod_id: Some(sb.id.clone()),
                 ..Default::default()
             })
@@ -899,7 +893,7 @@ async fn check_edit(k: &Kubelet, m: &Client, old: &Replaced, t0: Instant) {
     );
     let new_sb = ready_sandbox(m, &new.metadata.uid).await;
     assert_ne!(new_sb.id, old_sb.id);
-    common::wait_until(Duration::from_secs(30), || {
+    podscope_test_support::harness::wait_until(Duration::from_secs(30), || {
         !Path::new(&old_sb.netns_path).exists()
     });
     let st = m.status(&old_sb.id).await;
@@ -922,7 +916,7 @@ async fn check_edit(k: &Kubelet, m: &Client, old: &Replaced, t0: Instant) {
         "{}",
         old_sb.netns_unit
     );
-    let leases = common::host_local_ips(&old_sb.network_name);
+    let leases = podscope_test_support::harness::host_local_ips(&old_sb.network_name);
     for ip in &old_sb.ips {
         assert!(
             !leases.contains(ip),
@@ -1105,7 +1099,7 @@ async fn check_logs(k: &Kubelet, t0: Instant) {
         p.metadata.name, p.metadata.uid
     ));
     let current = dir.join("0.log");
-    common::wait_until(Duration::from_secs(120), || {
+    podscope_test_support::harness::wait_until(Duration::from_secs(120), || {
         std::fs::read_to_string(&current).is_ok_and(|s| s.lines().any(|l| l.ends_with(" done")))
     });
     // Rotated files: 0.log.<time>[.gz]; their names sort by time.

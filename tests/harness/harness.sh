@@ -56,7 +56,7 @@ TOOLS=/usr/local/lib/podscope-test/bin
 CRUN_1_27_INSIDE=/usr/local/lib/podscope-test/crun-1.27/crun
 # The podscope.toml the harness writes (CRUN_1_27=), kept here too: the
 # integration tests put it back after a test of their own config
-# (tests/common: restore_config), not the shipped one.
+# (podscope-test-support's harness: restore_config), not the shipped one.
 HARNESS_CONFIG=/usr/local/lib/podscope-test/podscope.toml
 UNSHARE_PID=
 SYSTEMD_PID=

@@ -3,7 +3,7 @@
 #
 #   CRICTL, CRITEST   Kubernetes' CRI tools (`make integration` passes the
 #                     Makefile's): the harness shows them inside and the
-#                     tests read them (tests/common: cri_tool)
+#                     tests read them (podscope-test-support's harness: cri_tool)
 #   CRUN_1_27         crun 1.27.1 (`make integration` unpacks it into
 #                     target/tools/crun-1.27): the harness configures it as
 #                     the runtime handler crun-userns beside the defaults

@@ -18,14 +18,11 @@
 //! descriptors are back to exactly where they were and its RSS within 10%.
 //! Each step's time is printed.
 
-#[path = "../../src/bin/podscope-bench/leftovers.rs"]
-mod leftovers;
-#[path = "../../src/bin/podscope-bench/node_load.rs"]
-mod node_load;
-
-use node_load::{Burst, Endpoint, Retry, Shape, FULL_NODE};
-use podscope::api::image::PullOptions;
-use podscope::api::{proxy::system_connection, Client, RuntimeInfo};
+use podscope_api::image::PullOptions;
+use podscope_api::{proxy::system_connection, Client, RuntimeInfo};
+use podscope_test_support::harness::sh;
+use podscope_test_support::leftovers;
+use podscope_test_support::node_load::{self, Burst, Endpoint, Retry, Shape, FULL_NODE};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Command;
@@ -47,10 +44,6 @@ fn say(t0: Instant, what: impl AsRef<str>) {
         t0.elapsed().as_secs_f64(),
         what.as_ref()
     );
-}
-
-fn sh(cmd: &str) -> String {
-    leftovers::sh(cmd)
 }
 
 fn endpoint() -> Endpoint {
@@ -234,7 +227,7 @@ async fn assert_each_once(what: &str, b: &Burst, shape: Shape) {
 /// the list's budget holds, each other pod with the one annotation that
 /// says what was left out, and PodSandboxStatus with them all.
 async fn assert_annotations_within_budget(t0: &Instant, shape: Shape) {
-    use podscope::api::list_budget::{ANNOTATIONS_BUDGET, ANNOTATIONS_LEFT_OUT};
+    use podscope_api::list_budget::{ANNOTATIONS_BUDGET, ANNOTATIONS_LEFT_OUT};
     let mut rt = node_load::client(&endpoint()).await;
     let pods = rt
         .list_pod_sandbox(cri_api::v1::ListPodSandboxRequest::default())

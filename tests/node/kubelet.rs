@@ -5,8 +5,8 @@
 //! through kubelet's own endpoints (`/pods`, `/stats/summary`), and the
 //! pod's slice through systemd and its cgroup files.
 
-use crate::kubelet_client::{Kubelet, Pod, PodStats};
 use crate::{ensure, sh, Outcome};
+use podscope_test_support::kubelet_client::{Kubelet, Pod, PodStats};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -240,7 +240,7 @@ fn stats_complete(p: &PodStats, version: &str) -> Result<String, String> {
         mem >> 10
     );
     if version != "1.26" {
-        let psi = |what: &str, psi: Option<&crate::kubelet_client::Psi>| {
+        let psi = |what: &str, psi: Option<&podscope_test_support::kubelet_client::Psi>| {
             psi.and_then(|p| p.some.as_ref())
                 .and_then(|s| s.total)
                 .ok_or_else(|| format!("no {what} PSI"))

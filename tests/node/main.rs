@@ -16,8 +16,6 @@ mod cri;
 mod critest;
 mod daemon;
 mod kubelet;
-#[path = "../../src/bin/podscope-bench/kubelet_client.rs"]
-mod kubelet_client;
 mod oomd;
 
 pub use cri::Crictl;

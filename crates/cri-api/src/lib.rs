@@ -9,3 +9,21 @@
 pub mod v1 {
     tonic::include_proto!("runtime.v1");
 }
+
+/// A gRPC channel to a CRI socket (for the tests, the benchmark and any
+/// local client): the socket is dialled whatever the URI says.
+pub async fn channel(
+    path: &std::path::Path,
+) -> std::result::Result<tonic::transport::Channel, tonic::transport::Error> {
+    let path = path.to_path_buf();
+    // The URI is required by the API and ignored: the connector dials the socket.
+    tonic::transport::Endpoint::from_static("http://podscope-cri")
+        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await
+}

@@ -4,8 +4,9 @@
 //! and once the pod is deleted nothing of it is left on its node.
 
 use super::{container, pod, IDLE, IMAGE};
-use crate::kubectl::{self, NS};
-use crate::{ok, Cluster};
+use podscope_test_support::cluster::kubectl::{self, NS};
+use podscope_test_support::cluster::Cluster;
+use podscope_test_support::ok;
 use serde_json::{json, Value};
 use std::time::Duration;
 

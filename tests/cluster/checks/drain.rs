@@ -2,8 +2,9 @@
 //! again on the other node, and nothing of the evicted ones left on the
 //! drained node.
 
-use crate::kubectl;
-use crate::{ok, Cluster};
+use podscope_test_support::cluster::kubectl;
+use podscope_test_support::cluster::Cluster;
+use podscope_test_support::ok;
 use serde_json::Value;
 use std::time::Duration;
 

@@ -11,9 +11,9 @@ mod restarts;
 mod streaming;
 mod workloads;
 
-use crate::kubectl::{self, NS};
-use crate::Cluster;
-use serde_json::{json, Value};
+use podscope_test_support::cluster::kubectl::{self, NS};
+use podscope_test_support::cluster::Cluster;
+pub use podscope_test_support::cluster::{container, daemonset, pod, setup, IDLE, IMAGE};
 
 pub type Check = fn(&Cluster);
 
@@ -32,59 +32,6 @@ pub const ALL: &[(&str, Check)] = &[
     ("bad-input-named-nothing-left", bad_input::bad_input),
     ("nothing-left-on-the-nodes", nothing_left),
 ];
-
-/// busybox with every applet (critest's), from each node's test registry.
-pub const IMAGE: &str = "registry.k8s.io/e2e-test-images/busybox:1.29-2";
-
-/// The checks' namespace, made once.
-pub fn setup(c: &Cluster) {
-    kubectl::apply(&json!({
-        "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": NS }
-    }));
-    // The namespace's default service account, which every pod mounts a
-    // token of, is made by the controller manager: pods wait for it.
-    kubectl::wait(
-        "the namespace's default service account",
-        std::time::Duration::from_secs(60),
-        || kubectl::get("serviceaccount", "default").ok_or_else(|| "not yet".to_string()),
-    );
-    crate::ok!(c.t0, "namespace {NS} with its service account");
-}
-
-/// A container of IMAGE running SCRIPT in sh, which ends at once on TERM
-/// (a shell waiting on `sleep` would not see it for a second).
-pub fn container(name: &str, script: &str) -> Value {
-    json!({
-        "name": name,
-        "image": IMAGE,
-        "command": ["sh", "-c", script],
-    })
-}
-
-/// A pod of the checks' namespace labelled `app=NAME`.
-pub fn pod(name: &str, spec: Value) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": { "name": name, "namespace": NS, "labels": { "app": name } },
-        "spec": spec,
-    })
-}
-
-/// A DaemonSet of the checks' namespace whose pods, labelled `app=NAME`,
-/// have SPEC.
-pub fn daemonset(name: &str, spec: Value) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": { "name": name, "namespace": NS },
-        "spec": {
-            "selector": { "matchLabels": { "app": name } },
-            "template": { "metadata": { "labels": { "app": name } }, "spec": spec },
-        },
-    })
-}
-
-/// A shell that idles until TERM.
-pub const IDLE: &str = "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done";
 
 /// The checks' namespace deleted: once kubelet has collected the pods'
 /// sandboxes (its garbage collection, every minute), nothing of any pod
@@ -124,7 +71,7 @@ fn nothing_left(c: &Cluster) {
             "leases left on {}: {leases}",
             n.name
         );
-        crate::ok!(
+        podscope_test_support::ok!(
             c.t0,
             "{}: no sandbox, unit, network namespace or lease left",
             n.name

@@ -2,8 +2,9 @@
 //! handlers as RuntimeClasses.
 
 use super::{container, IDLE};
-use crate::kubectl::{self, NS};
-use crate::{ok, Cluster};
+use podscope_test_support::cluster::kubectl::{self, NS};
+use podscope_test_support::cluster::Cluster;
+use podscope_test_support::ok;
 use serde_json::{json, Value};
 use std::time::Duration;
 

@@ -4,9 +4,10 @@
 //! its pods' containers the same throughout.
 
 use super::{container, IDLE};
-use crate::kubectl::{self, NS};
-use crate::node::Node;
-use crate::{ok, Cluster};
+use podscope_test_support::cluster::kubectl::{self, NS};
+use podscope_test_support::cluster::node::Node;
+use podscope_test_support::cluster::Cluster;
+use podscope_test_support::ok;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

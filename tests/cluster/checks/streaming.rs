@@ -3,8 +3,9 @@
 //! port-forward, and cp (tar over exec) both ways.
 
 use super::IMAGE;
-use crate::kubectl::{self, NS};
-use crate::{ok, Cluster};
+use podscope_test_support::cluster::kubectl::{self, NS};
+use podscope_test_support::cluster::Cluster;
+use podscope_test_support::ok;
 use serde_json::json;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};

@@ -4,9 +4,10 @@
 //! checked from kubectl and on its node.
 
 use super::{container, pod, IDLE, IMAGE};
-use crate::kubectl::{self, NS};
-use crate::node::Node;
-use crate::{ok, Cluster};
+use podscope_test_support::cluster::kubectl::{self, NS};
+use podscope_test_support::cluster::node::Node;
+use podscope_test_support::cluster::Cluster;
+use podscope_test_support::ok;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -109,7 +110,7 @@ fn containers_on_node(n: &Node, p: &Value) -> Vec<Value> {
 fn try_inspect(n: &Node, container: &Value) -> Option<Value> {
     let (ok, out, _) = n.sh_status(&format!(
         "{} inspect {}",
-        crate::node::CRICTL,
+        podscope_test_support::cluster::node::CRICTL,
         container["id"].as_str().unwrap()
     ));
     ok.then(|| serde_json::from_str(&out).unwrap())

@@ -1,0 +1,13 @@
+//! The node beneath the pods, as the daemon reaches it: the host's mount
+//! namespace, where the daemon's own sandbox cannot go (`hostns`), user
+//! namespaces with id maps (`idmap`), the clone both run their few system
+//! calls in (`clone`), what each runtime handler and the kernel can do
+//! (`features`), AppArmor (`apparmor`) and the cgroup layout
+//! (`cgroup_layout`).
+
+pub mod apparmor;
+pub mod cgroup_layout;
+pub mod clone;
+pub mod features;
+pub mod hostns;
+pub mod idmap;
