@@ -21,11 +21,7 @@ pub(crate) fn invalid(field: &str, why: impl std::fmt::Display) -> Status {
 
 /// CRI's `SecurityProfile`, or the deprecated profile path that older
 /// kubelets (and kubelet alongside the new field) send.
-pub(crate) fn profile(
-    p: Option<&cri::SecurityProfile>,
-    legacy: &str,
-    field: &str,
-) -> Result<Profile, Status> {
+fn profile(p: Option<&cri::SecurityProfile>, legacy: &str, field: &str) -> Result<Profile, Status> {
     if let Some(p) = p {
         let kind = match cri::security_profile::ProfileType::try_from(p.profile_type) {
             Ok(cri::security_profile::ProfileType::RuntimeDefault) => ProfileKind::RuntimeDefault,
@@ -73,7 +69,7 @@ pub fn selinux_of(o: Option<&cri::SeLinuxOption>) -> podscope_api::domain::selin
     .unwrap_or_default()
 }
 
-pub(crate) fn uid_of(field: &str, v: Option<&cri::Int64Value>) -> Result<Option<u32>, Status> {
+fn uid_of(field: &str, v: Option<&cri::Int64Value>) -> Result<Option<u32>, Status> {
     v.map(|v| {
         u32::try_from(v.value)
             .map_err(|_| invalid(field, format!("{} is not a uid or gid", v.value)))
@@ -299,7 +295,7 @@ pub fn resources_from(r: &cri::LinuxContainerResources) -> Result<ContainerResou
     })
 }
 
-pub(crate) fn resources_to(r: &podscope_api::container::Resources) -> cri::LinuxContainerResources {
+fn resources_to(r: &podscope_api::container::Resources) -> cri::LinuxContainerResources {
     cri::LinuxContainerResources {
         cpu_period: r.cpu_period as i64,
         cpu_quota: r.cpu_quota as i64,
@@ -330,7 +326,7 @@ pub fn state_of(s: ContainerState) -> cri::ContainerState {
     }
 }
 
-pub(crate) fn state_from(v: i32) -> Result<ContainerState, Status> {
+fn state_from(v: i32) -> Result<ContainerState, Status> {
     match cri::ContainerState::try_from(v) {
         Ok(cri::ContainerState::ContainerCreated) => Ok(ContainerState::Created),
         Ok(cri::ContainerState::ContainerRunning) => Ok(ContainerState::Running),
@@ -343,7 +339,7 @@ pub(crate) fn state_from(v: i32) -> Result<ContainerState, Status> {
     }
 }
 
-pub(crate) fn ns(usec: u64) -> i64 {
+fn ns(usec: u64) -> i64 {
     (usec as i64).saturating_mul(1000)
 }
 
