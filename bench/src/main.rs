@@ -8,6 +8,7 @@ mod clients;
 mod cluster;
 mod containers;
 mod crash;
+mod devices;
 mod fullnode;
 mod images;
 mod kubelet;
@@ -186,7 +187,9 @@ async fn main() {
     // against containerd's, all taken in this run), kubelet (real
     // kubelets driving containerd, then podscope: kubelet-1.26 on
     // containerd 1.6 and kubelet-1.36 on containerd 2.3, each also a
-    // section of its own), fullnode (110 pods x 4
+    // section of its own), devices (CreateContainer with and without 4
+    // CDI devices of 50 spec files on podscope with crun and runc and on
+    // containerd 2.3), fullnode (110 pods x 4
     // containers created and drained on containerd 1.6, 2.3 and podscope).
     let only: Vec<String> = std::env::args().skip(1).collect();
     match only.first().map(String::as_str) {
@@ -267,6 +270,9 @@ async fn main() {
     }
     if run("streaming") {
         streaming::run(&mut t).await;
+    }
+    if run("devices") {
+        devices::run(&mut t).await;
     }
     if run("fullnode") {
         fullnode::run(&mut t).await;
