@@ -10,6 +10,7 @@ mod abuse;
 mod activation;
 mod authorization;
 mod bus;
+mod cdi;
 mod cli;
 mod clients;
 mod container_cli;

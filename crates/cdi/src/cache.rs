@@ -377,6 +377,8 @@ impl SpecCache {
                             .get(&kind)
                             .map(|s| s.iter().cloned().collect())
                             .unwrap_or_default(),
+                        // The files of its kind in error, those whose kind
+                        // is not known, and what was not read at all.
                         in_error: self
                             .files
                             .iter()
@@ -386,6 +388,11 @@ impl SpecCache {
                                 }
                                 _ => None,
                             })
+                            .chain(
+                                self.dir_errors
+                                    .iter()
+                                    .map(|(p, why)| (p.display().to_string(), why.clone())),
+                            )
                             .collect(),
                     });
                 }

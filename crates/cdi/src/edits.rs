@@ -312,19 +312,28 @@ impl Edits {
                 // A fifo is no device to the cgroup.
                 _ => continue,
             };
+            // The runtime makes the node with mknod inside the container's
+            // cgroup, which therefore must allow `m` on it even when the
+            // spec grants only `r` (crun fails, runc falls back to binding
+            // the container path from the host). `m` on this one device
+            // gives the container nothing it does not hold already: the
+            // node is there.
+            let mut access = n.permissions.clone();
+            if !access.contains('m') {
+                access.push('m');
+            }
             if let Some(r) = linux.resources.as_mut() {
                 r.devices.push(LinuxDeviceCgroup {
                     allow: true,
                     type_: Some(if class == "block" { "b" } else { "c" }.into()),
                     major: Some(n.major),
                     minor: Some(n.minor),
-                    access: Some(n.permissions.clone()),
+                    access: Some(access.clone()),
                 });
             }
-            applied.device_allow.push((
-                format!("/dev/{class}/{}:{}", n.major, n.minor),
-                n.permissions.clone(),
-            ));
+            applied
+                .device_allow
+                .push((format!("/dev/{class}/{}:{}", n.major, n.minor), access));
         }
         if let Some(r) = &self.intel_rdt {
             linux.intel_rdt = Some(r.clone());
@@ -496,7 +505,7 @@ pub(crate) mod tests {
             applied.device_allow,
             [
                 ("/dev/char/195:0".to_owned(), "rwm".to_owned()),
-                ("/dev/block/8:0".to_owned(), "r".to_owned()),
+                ("/dev/block/8:0".to_owned(), "rm".to_owned()),
                 ("/dev/char/10:200".to_owned(), "rwm".to_owned()),
             ]
         );
@@ -505,7 +514,7 @@ pub(crate) mod tests {
         assert_eq!(l.devices[1].path, "/dev/disk0");
         let rules = &l.resources.unwrap().devices;
         assert_eq!(rules[1].type_.as_deref(), Some("b"));
-        assert_eq!(rules[1].access.as_deref(), Some("r"));
+        assert_eq!(rules[1].access.as_deref(), Some("rm"), "mknod allowed");
     }
 
     #[test]

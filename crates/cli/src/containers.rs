@@ -477,3 +477,53 @@ pub async fn logs(m: &Client, follow: bool, id: &str) -> Result<(), Fail> {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{parse, ROOT};
+
+    fn create(args: &str) -> Result<CreateArgs, Fail> {
+        let (path, cmd) = ROOT
+            .walk()
+            .into_iter()
+            .find(|(p, _)| p == "container create")
+            .expect("container create");
+        let args: Vec<String> = args.split_whitespace().map(str::to_owned).collect();
+        create_args(&parse(cmd, &path, &args)?)
+    }
+
+    #[test]
+    fn a_device_is_a_cdi_name_or_a_host_node_as_podmans() {
+        let c = create(
+            "pod web img --device nvidia.com/gpu=0 --device /dev/fuse \
+             --device /dev/sda:/dev/disk:r --device vendor.com/x=all",
+        )
+        .unwrap();
+        assert_eq!(
+            c.options.cdi_devices,
+            ["nvidia.com/gpu=0", "vendor.com/x=all"]
+        );
+        let d: Vec<(&str, &str, &str)> = c
+            .options
+            .devices
+            .iter()
+            .map(|d| {
+                (
+                    d.host_path.as_str(),
+                    d.container_path.as_str(),
+                    d.permissions.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            d,
+            [
+                ("/dev/fuse", "/dev/fuse", ""),
+                ("/dev/sda", "/dev/disk", "r")
+            ]
+        );
+        let e = create("pod web img --device /dev/a:/b:r:x").unwrap_err();
+        assert!(e.0.contains("neither a CDI device"), "{}", e.0);
+    }
+}

@@ -26,6 +26,13 @@ impl<S: SystemdClient + Clone> Containers<S> {
         if let Err(e) = self.delete_runtime_state(&c).await {
             warn!(container_id = %c.id, "{}: the runtime's state: {e}", ctx());
         }
+        if let Some(RuntimeKind::Runc) = self
+            .settings
+            .runtime(&c.runtime_handler)
+            .and_then(|(_, h)| h.kind())
+        {
+            self.run_poststop_hooks(&c).await;
+        }
         if !c.resources.hugepage_limits.is_empty() {
             // At worst an empty cgroup is left: not worth a Remove that
             // cannot finish.
@@ -119,6 +126,83 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 warn!(container_id = %c.id,
                     "container {}: its runtime state outlived the unit's ExecStopPost: deleting it", c.id);
                 runtime::delete(handler, c.id.as_str(), self.settings.stop_timeout()).await
+            }
+        }
+    }
+
+    /// runc's poststop hooks (a CDI spec's), which its delete would run
+    /// and the daemon's own removal of its state (above) does not: each
+    /// as a oneshot unit, in the host's namespaces as the runtime runs
+    /// hooks, the container's state (OCI's, `stopped`) on its stdin, and
+    /// its timeout (else the stop timeout) as the unit's. crun's run in
+    /// its ExecStopPost's delete. A hook that fails is logged and the
+    /// removal goes on, as a runtime's delete goes on past one.
+    async fn run_poststop_hooks(&self, c: &Container) {
+        let bundle = self.bundle(&c.id);
+        let Ok(text) = std::fs::read(bundle.join("config.json")) else {
+            return;
+        };
+        let Ok(spec) = serde_json::from_slice::<podscope_oci::spec::Spec>(&text) else {
+            return;
+        };
+        let hooks = spec.hooks.map(|h| h.poststop).unwrap_or_default();
+        if hooks.is_empty() {
+            return;
+        }
+        let state = serde_json::json!({
+            "ociVersion": spec.oci_version,
+            "id": c.id.as_str(),
+            "status": "stopped",
+            "bundle": bundle.display().to_string(),
+            "annotations": spec.annotations,
+        })
+        .to_string();
+        for (n, h) in hooks.iter().enumerate() {
+            let unit = format!("podscope-ctr-{}-poststop-{n}.service", c.id.short());
+            let timeout = h
+                .timeout
+                .and_then(|t| u64::try_from(t).ok())
+                .map_or(self.settings.stop_timeout(), Duration::from_secs);
+            let argv = if h.args.is_empty() {
+                vec![h.path.clone()]
+            } else {
+                h.args.clone()
+            };
+            let props = vec![
+                (
+                    "Description",
+                    Prop::Str(format!(
+                        "podscope container {}: poststop hook {}",
+                        c.id.short(),
+                        h.path
+                    )),
+                ),
+                ("Type", Prop::Str("oneshot".into())),
+                ("CollectMode", Prop::Str("inactive-or-failed".into())),
+                (
+                    "ExecStart",
+                    Prop::Exec(vec![crate::systemd::ExecCommand {
+                        path: h.path.clone(),
+                        argv,
+                        ignore_failure: false,
+                    }]),
+                ),
+                ("Environment", Prop::Strs(h.env.clone())),
+                ("StandardInput", Prop::Str("data".into())),
+                ("StandardInputData", Prop::Bytes(state.clone().into_bytes())),
+                ("TimeoutStartUSec", Prop::U64(timeout.as_micros() as u64)),
+            ];
+            match self
+                .systemd
+                .start_transient(&unit, props, timeout + Duration::from_secs(5))
+                .await
+            {
+                Ok(()) => {
+                    info!(container_id = %c.id, "container {}: poststop hook {} ran", c.id, h.path)
+                }
+                Err(e) => {
+                    warn!(container_id = %c.id, "container {}: poststop hook {}: {e}", c.id, h.path)
+                }
             }
         }
     }

@@ -12,25 +12,45 @@ use podscope_cdi::{Change, Limits, RealHost, Report, Resolved, SpecCache};
 use podscope_config::Settings;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 /// PID 1's view of the file system.
 const HOST_ROOT: &str = "/proc/1/root";
 
+/// How stale RuntimeStatus's view may be: it is open to every caller, so
+/// a flood of them looks at the directories once a second, not once each.
+const REPORT_FRESH: Duration = Duration::from_secs(1);
+
 #[derive(Clone)]
 pub struct CdiSpecs {
-    cache: Arc<Mutex<SpecCache>>,
+    cache: Arc<Mutex<Cached>>,
     host: Arc<RealHost>,
+}
+
+struct Cached {
+    specs: SpecCache,
+    refreshed: Option<Instant>,
+}
+
+impl Cached {
+    fn refresh(&mut self) {
+        log(self.specs.refresh());
+        self.refreshed = Some(Instant::now());
+    }
 }
 
 impl CdiSpecs {
     pub fn new(settings: &Settings) -> CdiSpecs {
         CdiSpecs {
-            cache: Arc::new(Mutex::new(SpecCache::new(
-                settings.cdi_spec_dirs.clone(),
-                HOST_ROOT.into(),
-                Limits::default(),
-            ))),
+            cache: Arc::new(Mutex::new(Cached {
+                specs: SpecCache::new(
+                    settings.cdi_spec_dirs.clone(),
+                    HOST_ROOT.into(),
+                    Limits::default(),
+                ),
+                refreshed: None,
+            })),
             host: Arc::new(RealHost {
                 root: PathBuf::from(HOST_ROOT),
             }),
@@ -44,8 +64,9 @@ impl CdiSpecs {
         let this = self.clone();
         tokio::task::spawn_blocking(move || {
             let mut cache = this.cache.lock().unwrap_or_else(|p| p.into_inner());
-            log(cache.refresh());
+            cache.refresh();
             cache
+                .specs
                 .resolve(&names, this.host.as_ref())
                 .map_err(|e| Error::invalid("cdi_devices", e.to_string()))
         })
@@ -53,13 +74,15 @@ impl CdiSpecs {
         .map_err(|e| Error::internal(format!("CDI resolution: {e}")))?
     }
 
-    /// What the directories hold now.
+    /// What the directories hold now (as of at most `REPORT_FRESH` ago).
     pub async fn report(&self) -> Report {
         let this = self.clone();
         tokio::task::spawn_blocking(move || {
             let mut cache = this.cache.lock().unwrap_or_else(|p| p.into_inner());
-            log(cache.refresh());
-            cache.report()
+            if cache.refreshed.is_none_or(|t| t.elapsed() >= REPORT_FRESH) {
+                cache.refresh();
+            }
+            cache.specs.report()
         })
         .await
         .unwrap_or_default()
