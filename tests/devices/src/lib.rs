@@ -5,6 +5,8 @@
 //! and Dynamic Resource Allocation (`dra::v1`). The device drivers the
 //! suites run against kubelet are built on them.
 
+pub mod device_plugin;
+
 pub mod deviceplugin {
     /// Device plugin API v1beta1: kubelet's `Registration` on
     /// `/var/lib/kubelet/device-plugins/kubelet.sock`, the plugin's
