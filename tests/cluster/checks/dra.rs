@@ -107,6 +107,26 @@ pub fn claim_a_device(c: &Cluster) {
             c.t0,
             "the container sees {DEVICE_NODE} (c {DEVICE_NUMBERS}, opens), the claim's variables and {MOUNT}/info"
         );
+        // What podscope recorded: the CDI name kubelet passed in the
+        // container's config (CDI_devices), in its verbose status.
+        let cdi_name = format!("{DRIVER}/dev={uid}-{device}");
+        let pod_uid = p["metadata"]["uid"].as_str().unwrap();
+        let ids = n.crictl(&format!("ps -q --label io.kubernetes.pod.uid={pod_uid}"));
+        let id = ids
+            .split_whitespace()
+            .next()
+            .expect("the pod's container on its node");
+        let inspect = n.crictl(&format!("inspect {id}"));
+        assert!(
+            inspect.contains(&cdi_name),
+            "crictl inspect {id} on {} does not name {cdi_name}:\n{inspect}",
+            n.name
+        );
+        ok!(
+            c.t0,
+            "crictl inspect on {}: the container made with {cdi_name}",
+            n.name
+        );
 
         kubectl::run(&["delete", "pod", "-n", NS, "dra", "--wait=false"]);
         let claim_name = claim["metadata"]["name"].as_str().unwrap().to_string();
