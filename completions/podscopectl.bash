@@ -114,12 +114,12 @@ _podscopectl() {
             case ${words[c+1]} in
                 create)
                     case $prev in
-                        --mount|--log-path|--workdir|-w) COMPREPLY=($(compgen -f -- "$cur")); return;;
+                        --mount|--device|--log-path|--workdir|-w) COMPREPLY=($(compgen -f -- "$cur")); return;;
                         --env|-e|--user|-u|--label|--cap-add|--cap-drop|--memory|--cpu-quota|\
                         --cpu-period|--cpu-shares|--cpuset-cpus|--attempt) return;;
                     esac
                     if [[ $cur == -* ]]; then
-                        COMPREPLY=($(compgen -W "-e --env -w --workdir -u --user --mount --label
+                        COMPREPLY=($(compgen -W "-e --env -w --workdir -u --user --mount --device --label
                             --log-path --privileged --read-only --cap-add --cap-drop -t --tty
                             -i --stdin --memory --cpu-quota --cpu-period --cpu-shares
                             --cpuset-cpus --attempt --start" -- "$cur"))

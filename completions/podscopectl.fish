@@ -101,6 +101,7 @@ complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_se
 complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_seen_subcommand_from create" -s w -l workdir -x -d 'working directory'
 complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_seen_subcommand_from create" -s u -l user -x -d 'user (UID or name)'
 complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_seen_subcommand_from create" -l mount -r -d 'bind a host path HOST:CONTAINER[:ro|:rro]'
+complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_seen_subcommand_from create" -l device -r -d 'a CDI device VENDOR/CLASS=NAME, or a host device HOST[:CONTAINER[:PERMS]]'
 complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_seen_subcommand_from create" -l label -x -d 'label (K=V)'
 complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_seen_subcommand_from create" -l log-path -x -d "log file in the pod's log directory"
 complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_seen_subcommand_from create" -l privileged -d 'privileged container'

@@ -210,6 +210,8 @@ pub struct ContainerOptions {
     pub envs: Vec<String>,
     pub mounts: Vec<Mount>,
     pub devices: Vec<Device>,
+    /// CDI devices by qualified name (`vendor/class=name`).
+    pub cdi_devices: Vec<String>,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
     /// Relative to the pod's log directory.
@@ -233,6 +235,7 @@ impl ContainerOptions {
             envs: c.envs,
             mounts: c.mounts.into_iter().map(Into::into).collect(),
             devices: c.devices.into_iter().map(Into::into).collect(),
+            cdi_devices: c.cdi_devices,
             labels: c.labels,
             annotations: c.annotations,
             log_path: c.log_path,
@@ -257,6 +260,7 @@ impl ContainerOptions {
             envs: self.envs,
             mounts: self.mounts.into_iter().map(Into::into).collect(),
             devices: self.devices.into_iter().map(Into::into).collect(),
+            cdi_devices: self.cdi_devices,
             labels: self.labels,
             annotations: self.annotations,
             log_path: self.log_path,
@@ -354,6 +358,10 @@ pub struct ContainerStatus {
     pub uid: u32,
     pub gid: u32,
     pub supplemental_groups: Vec<u32>,
+    /// The CDI devices it was made with (qualified names) and the spec
+    /// files they came from, as resolved at its Create.
+    pub cdi_devices: Vec<String>,
+    pub cdi_spec_files: Vec<String>,
 }
 
 impl ContainerSummary {
@@ -423,6 +431,8 @@ impl ContainerStatus {
                 .as_ref()
                 .map(|u| u.supplemental_groups.clone())
                 .unwrap_or_default(),
+            cdi_devices: c.cdi.devices.clone(),
+            cdi_spec_files: c.cdi.spec_files.clone(),
         }
     }
 

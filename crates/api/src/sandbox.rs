@@ -416,6 +416,15 @@ pub struct RuntimeInfo {
     /// The pod slices' limit given to systemd-oomd ("60.00%"); empty when
     /// off.
     pub oomd_memory_pressure_limit: String,
+    /// The CDI spec directories (lowest priority first), the kinds and
+    /// devices (qualified names) their specs define, and what is in error
+    /// (`path: why`: a spec file that does not parse or is refused, a
+    /// directory not read whole, a device two files of one directory
+    /// define).
+    pub cdi_spec_dirs: Vec<String>,
+    pub cdi_kinds: Vec<String>,
+    pub cdi_devices: Vec<String>,
+    pub cdi_spec_errors: Vec<String>,
 }
 
 /// Wait's answer: how a sandbox left READY.
@@ -914,6 +923,10 @@ mod tests {
             cgroup_layout: "v2".into(),
             cgroup_advice: String::new(),
             oomd_memory_pressure_limit: "60.00%".into(),
+            cdi_spec_dirs: vec!["/etc/cdi".into(), "/var/run/cdi".into()],
+            cdi_kinds: vec!["nvidia.com/gpu".into()],
+            cdi_devices: vec!["nvidia.com/gpu=0".into(), "nvidia.com/gpu=all".into()],
+            cdi_spec_errors: vec!["/etc/cdi/x.yaml: it defines no device".into()],
         };
         let d = to_dict(&info).unwrap();
         assert_eq!(d["descriptors_limit"].value_signature().to_string(), "t");

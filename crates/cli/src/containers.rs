@@ -8,7 +8,10 @@ use crate::fail::Fail;
 use crate::operands::{kv, no_operands};
 use crate::output::{fmt_time, table};
 use crate::spec::{Given, Opt, Parsed};
-use podscope_api::container::{ContainerFilter, ContainerOptions, Mount, Resources, Security};
+use podscope_api::container::{
+    ContainerFilter, ContainerOptions, Device, Mount, Resources, Security,
+};
+use podscope_api::domain::cdi::looks_like_device_name;
 use podscope_api::domain::container::{ContainerState, Propagation};
 use podscope_api::Client;
 use std::collections::BTreeMap;
@@ -127,6 +130,27 @@ pub fn create_args(p: &Parsed) -> Result<CreateArgs, Fail> {
                     recursive_read_only: rro,
                     propagation: Propagation::Private,
                     ..Default::default()
+                });
+            }
+            // podman's rule: a CDI name (vendor/class=name) or a host
+            // device node, optionally at another path, with cgroup access.
+            Opt::Device if looks_like_device_name(v) => o.cdi_devices.push(v.to_owned()),
+            Opt::Device => {
+                let parts: Vec<&str> = v.split(':').collect();
+                let (host, container, permissions) = match parts.as_slice() {
+                    [h] => (*h, *h, ""),
+                    [h, c] => (*h, *c, ""),
+                    [h, c, p] => (*h, *c, *p),
+                    _ => {
+                        return Err(Fail(format!(
+                            "{a}: {v:?} is neither a CDI device (VENDOR/CLASS=NAME) nor HOST[:CONTAINER[:PERMS]]"
+                        )))
+                    }
+                };
+                o.devices.push(Device {
+                    host_path: host.into(),
+                    container_path: container.into(),
+                    permissions: permissions.into(),
                 });
             }
             Opt::User => match v.parse::<u32>() {

@@ -76,6 +76,7 @@ Containers (crictl's names where they name nothing else here):
       -e|--env K=V  -w|--workdir DIR  -u|--user UID|NAME
       --mount HOST:CONTAINER[:ro|:rro]  --label K=V  --log-path PATH (in the pod's
       log directory; default NAME/ATTEMPT.log)
+      --device VENDOR/CLASS=NAME (a CDI device) or HOST[:CONTAINER[:PERMS]]
       --privileged  --read-only  --cap-add CAP  --cap-drop CAP  -t|--tty
       -i|--stdin  --memory BYTES  --cpu-quota USEC  --cpu-period USEC
       --cpu-shares N  --cpuset-cpus LIST  --attempt N  --start (start it too)
@@ -838,6 +839,18 @@ async fn info(m: &Client) -> Result<(), Fail> {
     println!("cgroup layout: {}", info.cgroup_layout);
     if !info.cgroup_advice.is_empty() {
         println!("  {}", info.cgroup_advice);
+    }
+    println!(
+        "CDI devices: {} of {} kinds, from {}",
+        info.cdi_devices.len(),
+        info.cdi_kinds.len(),
+        info.cdi_spec_dirs.join(", ")
+    );
+    for d in &info.cdi_devices {
+        println!("  {d}");
+    }
+    for e in &info.cdi_spec_errors {
+        println!("  in error: {e}");
     }
     println!(
         "systemd-oomd for pod slices: {}",

@@ -113,6 +113,9 @@ pub struct Settings {
     pub cni_conf_dir: PathBuf,
     /// Where CNI plugins are looked up, in order.
     pub cni_bin_dirs: Vec<PathBuf>,
+    /// The CDI spec directories, lowest priority first: a later one wins a
+    /// device both define (CDI's `/etc/cdi`, then `/var/run/cdi`).
+    pub cdi_spec_dirs: Vec<PathBuf>,
     /// The CNI network to use; empty = the lexically first valid config.
     pub cni_network: String,
     /// A CNI plugin still running after this long is killed and its step fails.
@@ -182,6 +185,7 @@ impl Default for Settings {
                 "/usr/lib/cni".into(),
                 "/usr/libexec/cni".into(),
             ],
+            cdi_spec_dirs: vec!["/etc/cdi".into(), "/var/run/cdi".into()],
             cni_network: String::new(),
             cni_plugin_timeout_ms: 60_000,
             polkit_timeout_ms: 25_000,
@@ -237,6 +241,14 @@ impl Settings {
         ] {
             if v == 0 {
                 return Err(Error::invalid(name, "must be greater than 0"));
+            }
+        }
+        for (i, d) in s.cdi_spec_dirs.iter().enumerate() {
+            if !d.is_absolute() {
+                return Err(Error::invalid(
+                    &format!("cdi_spec_dirs[{i}]"),
+                    format!("{} is not an absolute path", d.display()),
+                ));
             }
         }
         for (name, h) in &s.runtimes {

@@ -40,6 +40,10 @@ pub struct Spec {
     pub annotations: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub linux: Option<Linux>,
+    /// Programs the runtime runs around the container's life (CDI specs
+    /// bring them; podscope adds none of its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<Hooks>,
 }
 
 impl Spec {
@@ -50,6 +54,40 @@ impl Spec {
             ..Spec::default()
         }
     }
+}
+
+/// The runtime's hooks, by the point in the container's life they run at
+/// (runtime-spec 1.0.2 config.md#posix-platform-hooks; `prestart` is the
+/// deprecated name runc and crun still run, with `createRuntime`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Hooks {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub prestart: Vec<Hook>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub create_runtime: Vec<Hook>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub create_container: Vec<Hook>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub start_container: Vec<Hook>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub poststart: Vec<Hook>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub poststop: Vec<Hook>,
+}
+
+/// One hook: an absolute path, its argv (argv[0] included), its
+/// environment, and the seconds it may take.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Hook {
+    pub path: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<i64>,
 }
 
 /// The container's process.
@@ -178,6 +216,25 @@ pub struct Linux {
     pub readonly_paths: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mount_label: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intel_rdt: Option<LinuxIntelRdt>,
+}
+
+/// Intel RDT: the resctrl group the container joins and the schemata it
+/// writes there (a CDI spec's `intelRdt`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct LinuxIntelRdt {
+    #[serde(rename = "closID", skip_serializing_if = "Option::is_none")]
+    pub clos_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub l3_cache_schema: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mem_bw_schema: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub schemata: Vec<String>,
+    #[serde(rename = "enableMonitoring", skip_serializing_if = "is_false")]
+    pub enable_monitoring: bool,
 }
 
 /// Ids `container_id..+size` in the container are `host_id..+size` on
@@ -490,6 +547,20 @@ mod tests {
                 masked_paths: vec!["/proc/kcore".into()],
                 readonly_paths: vec!["/proc/sys".into()],
                 mount_label: Some("system_u:object_r:container_file_t:s0".into()),
+                intel_rdt: Some(LinuxIntelRdt {
+                    clos_id: Some("gpu".into()),
+                    schemata: vec!["L3:0=ff".into()],
+                    ..Default::default()
+                }),
+            }),
+            hooks: Some(Hooks {
+                create_container: vec![Hook {
+                    path: "/usr/bin/nvidia-cdi-hook".into(),
+                    args: vec!["nvidia-cdi-hook".into(), "update-ldcache".into()],
+                    env: vec![],
+                    timeout: Some(5),
+                }],
+                ..Default::default()
             }),
         }
     }
@@ -548,6 +619,15 @@ mod tests {
         assert_eq!(
             s["syscalls"][0]["args"][0],
             json!({"index": 0, "value": 2114060288u64, "op": "SCMP_CMP_MASKED_EQ"})
+        );
+        assert_eq!(
+            l["intelRdt"],
+            json!({"closID": "gpu", "schemata": ["L3:0=ff"]})
+        );
+        assert_eq!(
+            v["hooks"],
+            json!({"createContainer": [{"path": "/usr/bin/nvidia-cdi-hook",
+                "args": ["nvidia-cdi-hook", "update-ldcache"], "timeout": 5}]})
         );
     }
 

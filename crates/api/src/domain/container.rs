@@ -5,6 +5,7 @@
 //! oversized input); everything else is CRI's to decide and the OCI
 //! runtime's to refuse, with its own message.
 
+use super::cdi;
 use super::config::{
     NamespaceMode, ANNOTATIONS_MAX, ANNOTATIONS_TOTAL_MAX, LABELS_MAX, LABELS_TOTAL_MAX,
 };
@@ -303,6 +304,10 @@ pub struct ContainerConfig {
     pub envs: Vec<String>,
     pub mounts: Vec<ContainerMount>,
     pub devices: Vec<ContainerDevice>,
+    /// CDI devices by qualified name (`vendor/class=name`), resolved
+    /// against the node's CDI spec files at Create; the
+    /// `cdi.k8s.io/` annotations name more (`cdi_requested`).
+    pub cdi_devices: Vec<String>,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
     /// The log file, relative to the pod's log directory ("" for none).
@@ -560,6 +565,7 @@ impl ContainerConfig {
             ANNOTATIONS_MAX,
             ANNOTATIONS_TOTAL_MAX,
         )?;
+        self.cdi_requested()?;
         check_rel_path("log_path", &self.log_path, "the pod's log directory")?;
         if self.stdin_once && !self.stdin {
             return Err(Error::invalid("stdin_once", "needs stdin"));
@@ -619,6 +625,38 @@ impl ContainerConfig {
         Ok(())
     }
 
+    /// The CDI devices asked for: `cdi_devices`, then the devices the
+    /// `cdi.k8s.io/` annotations name (comma-separated, by key), each once,
+    /// in that order. A name that is not `vendor/class=name` is an
+    /// InvalidArgument naming it and where it was.
+    pub fn cdi_requested(&self) -> Result<Vec<cdi::DeviceName>> {
+        let mut out: Vec<cdi::DeviceName> = Vec::new();
+        let mut add = |field: String, name: &str| -> Result<()> {
+            let d = cdi::DeviceName::parse(name).map_err(|e| Error::invalid(&field, e))?;
+            if !out.contains(&d) {
+                out.push(d);
+            }
+            if out.len() > cdi::DEVICES_MAX {
+                return Err(Error::invalid(
+                    "cdi_devices",
+                    format!("more than {} CDI devices", cdi::DEVICES_MAX),
+                ));
+            }
+            Ok(())
+        };
+        for (i, name) in self.cdi_devices.iter().enumerate() {
+            add(format!("cdi_devices[{i}]"), name)?;
+        }
+        for (key, value) in &self.annotations {
+            if key.starts_with(cdi::ANNOTATION_PREFIX) {
+                for name in value.split(',') {
+                    add(format!("annotations[{key}]"), name.trim())?;
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// What makes this container need the privileged polkit action: the
     /// node's devices, host paths and powers beyond the default set, fewer
     /// masked or read-only kernel paths than the default (an empty list
@@ -653,6 +691,17 @@ impl ContainerConfig {
         }
         if !self.devices.is_empty() {
             p.push("devices".into());
+        }
+        // A CDI spec's mounts and hooks are the node's, run with its rights:
+        // a detail of its own, so a rule can grant devices by name without
+        // host paths.
+        if !self.cdi_devices.is_empty()
+            || self
+                .annotations
+                .keys()
+                .any(|k| k.starts_with(cdi::ANNOTATION_PREFIX))
+        {
+            p.push("CDI devices".into());
         }
         if s.capabilities_add.iter().any(|c| {
             c.eq_ignore_ascii_case("ALL")
@@ -710,6 +759,23 @@ pub struct ContainerExit {
     pub finished_at: u64,
 }
 
+/// The CDI devices a container was made with, as resolved at its Create:
+/// their edits are in its config.json already (a spec file changed or
+/// removed later changes nothing made); these are what its unit and its
+/// status need.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CdiApplied {
+    /// The qualified names, in the order applied.
+    pub devices: Vec<String>,
+    /// The spec files they came from.
+    pub spec_files: Vec<String>,
+    /// Their device nodes as the unit's `DeviceAllow=` takes them
+    /// (`/dev/char/195:0`, `rw`): systemd parses the numbers, so the
+    /// node's own path need not be where the daemon looks.
+    pub device_allow: Vec<(String, String)>,
+}
+
 /// The record of a container: its configuration and what the daemon
 /// learned while running it. This is what a checkpoint holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -764,6 +830,9 @@ pub struct Container {
     /// older than this field).
     #[serde(default)]
     pub user: Option<ContainerUser>,
+    /// The CDI devices it was made with, as resolved at Create.
+    #[serde(default)]
+    pub cdi: CdiApplied,
     /// Its image volumes' images, resolved at Create (their layers are
     /// held with its own).
     #[serde(default)]
@@ -1054,6 +1123,44 @@ mod tests {
         assert!(err_of(&c).starts_with("seccomp.localhost_ref:"));
         c.security.seccomp.localhost_ref = "/var/lib/kubelet/seccomp/p.json".into();
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn cdi_devices_come_from_the_field_and_the_annotations_once_each() {
+        let mut c = good();
+        assert!(c.cdi_requested().unwrap().is_empty());
+        assert!(c.privileges(seccomp()).is_empty());
+        c.cdi_devices = vec!["example.com/dev=dev0".into()];
+        c.annotations.insert(
+            "cdi.k8s.io/example-plugin_abc".into(),
+            "example.com/dev=dev1, example.com/dev=dev0".into(),
+        );
+        c.annotations.insert("cdi.k8s.io".into(), "not ours".into());
+        let names: Vec<String> = c
+            .cdi_requested()
+            .unwrap()
+            .iter()
+            .map(|d| d.to_string())
+            .collect();
+        assert_eq!(names, ["example.com/dev=dev0", "example.com/dev=dev1"]);
+        c.validate().unwrap();
+        assert_eq!(c.privileges(seccomp()), vec!["CDI devices"]);
+
+        c.cdi_devices = vec!["example.com/dev=dev0".into(), "gpu0".into()];
+        let e = err_of(&c);
+        assert!(
+            e.starts_with("cdi_devices[1]:") && e.contains("\"gpu0\""),
+            "{e}"
+        );
+        c.cdi_devices.clear();
+        c.annotations
+            .insert("cdi.k8s.io/p_1".into(), "example.com/dev=".into());
+        assert!(err_of(&c).starts_with("annotations[cdi.k8s.io/p_1]:"));
+        c.annotations.remove("cdi.k8s.io/p_1");
+        c.cdi_devices = (0..=cdi::DEVICES_MAX)
+            .map(|i| format!("example.com/dev=d{i}"))
+            .collect();
+        assert!(err_of(&c).contains("more than 128 CDI devices"));
     }
 
     #[test]

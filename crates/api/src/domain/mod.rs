@@ -2,6 +2,7 @@
 //! machine, cgroup-parent to slice mapping and resource conversion. Nothing
 //! here touches the system, so all of it is unit-tested without root.
 
+pub mod cdi;
 pub mod config;
 pub mod container;
 pub mod id;

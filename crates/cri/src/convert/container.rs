@@ -187,6 +187,9 @@ pub fn config_from_request(req: &cri::CreateContainerRequest) -> Result<Containe
                 permissions: d.permissions.clone(),
             })
             .collect(),
+        // kubelet fills CDI_devices from device plugins' Allocate answers
+        // and from DRA's NodePrepareResources; the daemon resolves them.
+        cdi_devices: c.cdi_devices.iter().map(|d| d.name.clone()).collect(),
         labels: c.labels.clone().into_iter().collect(),
         annotations: c.annotations.clone().into_iter().collect(),
         log_path: c.log_path.clone(),

@@ -203,6 +203,7 @@ impl Service {
             });
         }
         let (fds, bus) = (self.fds.figures(), self.gate.figures());
+        let cdi = self.containers.cdi.report().await;
         let info = RuntimeInfo {
             sandboxes: lc.count() as u32,
             ready: lc.count_in(State::Ready) as u32,
@@ -258,6 +259,10 @@ impl Service {
                 .oomd_limit()
                 .map(podscope_api::domain::oomd::percent)
                 .unwrap_or_default(),
+            cdi_spec_dirs: cdi.dirs,
+            cdi_kinds: cdi.kinds,
+            cdi_devices: cdi.devices,
+            cdi_spec_errors: cdi.errors,
         };
         (conditions, info)
     }

@@ -88,6 +88,22 @@ impl<S: SystemdClient + Clone> Containers<S> {
         let name = config.name.clone();
         let ctx = |step: &str| format!("container {name} in sandbox {}: create: {step}", sb.id);
         let (handler_name, handler) = self.runtime_of(&sb)?;
+        // The CDI devices, resolved now against the spec files as they are
+        // and their edits checked against the host: what is made is what
+        // they said at this moment (a spec removed before Start changes
+        // nothing), and a device that cannot be given stops the create
+        // before anything exists.
+        let cdi_names = config.cdi_requested()?;
+        let cdi = if cdi_names.is_empty() {
+            None
+        } else {
+            Some(
+                self.cdi
+                    .resolve(cdi_names)
+                    .await
+                    .map_err(|e| e.context(ctx("CDI devices")))?,
+            )
+        };
         if let Some(i) = config.mounts.iter().position(|m| m.recursive_read_only) {
             let f = crate::host::features::of(handler_name, handler).await;
             if !f.recursive_read_only_mounts {
@@ -274,7 +290,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             gid: user.gid,
             supplemental_groups: user.spec_additional_gids(),
         };
-        let oci = spec::build(&spec::Input {
+        let mut oci = spec::build(&spec::Input {
             config: &config,
             image: &run,
             capabilities: caps,
@@ -298,6 +314,17 @@ impl<S: SystemdClient + Clone> Containers<S> {
             volumes: rootfs::Dirs::of(&self.bundle(&id)).volumes,
         })
         .map_err(|e| e.context(ctx("OCI spec")))?;
+        let cdi_applied = match &cdi {
+            None => Default::default(),
+            Some(r) => {
+                let applied = r.edits.apply(&mut oci, view.user_namespace.is_some());
+                podscope_api::domain::container::CdiApplied {
+                    devices: r.devices.clone(),
+                    spec_files: r.spec_files.clone(),
+                    device_allow: applied.device_allow,
+                }
+            }
+        };
         let json = serde_json::to_vec_pretty(&oci).expect("a spec serialises");
 
         let key = config.key(&sb.id);
@@ -342,6 +369,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             oom_killed: false,
             stop_signal,
             user: Some(user_record),
+            cdi: cdi_applied,
             volumes,
             config,
         };
@@ -353,6 +381,16 @@ impl<S: SystemdClient + Clone> Containers<S> {
         self.registry.insert(entry.clone());
         failpoint::hit(failpoint::CTR_CREATE_DONE);
         entry.with(|c| {
+            if !c.cdi.devices.is_empty() {
+                info!(
+                    container_id = %c.id,
+                    cdi_devices = %c.cdi.devices.join(","),
+                    "container {}: CDI devices {} from {}",
+                    c.id,
+                    c.cdi.devices.join(", "),
+                    c.cdi.spec_files.join(", ")
+                );
+            }
             info!(
                 event = podscope_sys::logging::event::CONTAINER_CREATED,
                 container_id = %c.id,

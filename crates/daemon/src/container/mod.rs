@@ -178,6 +178,8 @@ pub struct Containers<S: SystemdClient + Clone = Systemd> {
     /// The lowest oom_score_adj a container may be given
     /// (`spec::oom_score_floor`).
     oom_score_floor: Option<i32>,
+    /// The node's CDI spec directories.
+    pub cdi: crate::host::cdi::CdiSpecs,
 }
 
 /// What PID 1, whose children the units' processes are, allows them.
@@ -226,6 +228,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
         let node = NodeProcessLimits::of_pid1();
         Ok(Containers {
             store: Store::open(&settings.state_dir)?,
+            cdi: crate::host::cdi::CdiSpecs::new(&settings),
             settings,
             registry: Registry::default(),
             systemd,

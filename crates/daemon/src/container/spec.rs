@@ -438,6 +438,7 @@ pub fn build(input: &Input<'_>) -> Result<Spec> {
             mount_label: input.selinux.as_ref().map(|(_, m)| m.clone()),
             ..Default::default()
         }),
+        hooks: None,
     })
 }
 

@@ -392,6 +392,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 .devices
                 .iter()
                 .map(|d| (d.host_path.clone(), d.permissions.clone()))
+                .chain(c.cdi.device_allow.iter().cloned())
                 .collect(),
             privileged: c.config.security.privileged,
             start_timeout_usec: self.settings.start_timeout_ms * 1000,

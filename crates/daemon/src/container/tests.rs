@@ -88,6 +88,7 @@ fn record(state: ContainerState) -> Container {
         oom_killed: false,
         stop_signal: libc::SIGTERM,
         user: None,
+        cdi: Default::default(),
         volumes: vec![],
     }
 }

@@ -2,10 +2,11 @@
 //! namespace, where the daemon's own sandbox cannot go (`hostns`), user
 //! namespaces with id maps (`idmap`), the clone both run their few system
 //! calls in (`clone`), what each runtime handler and the kernel can do
-//! (`features`), AppArmor (`apparmor`) and the cgroup layout
-//! (`cgroup_layout`).
+//! (`features`), AppArmor (`apparmor`), the cgroup layout
+//! (`cgroup_layout`) and the CDI spec directories (`cdi`).
 
 pub mod apparmor;
+pub mod cdi;
 pub mod cgroup_layout;
 pub mod clone;
 pub mod features;
