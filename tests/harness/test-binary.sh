@@ -4,9 +4,10 @@
 # are built first, into target/debug where harness::built finds them:
 # podscoped with its failpoints (the kill-at-every-step tests),
 # podscope-bench (its callers double as the hostile users of the abuse
-# tests) and podscope-test-devices' drivers (make cluster's DRA driver,
-# podscope-dra-driver). One invocation each, so that neither rebuilds the
-# other.
+# tests) and the device drivers of tests/devices (make e2e runs
+# podscope-device-plugin beside kubelet 1.36, make cluster
+# podscope-dra-driver on one of its nodes). One invocation each, so that
+# neither rebuilds the other.
 #
 #   test-binary.sh NAME
 set -euo pipefail
@@ -14,7 +15,7 @@ name=${1:?usage: test-binary.sh NAME}
 cd "$(dirname "$0")/../.."
 cargo build --locked -p podscoped -p podscope-bench -p podscope-test-devices \
     --features podscoped/failpoints --bins \
-    || { echo "test-binary: building podscoped (failpoints), podscope-bench and the device drivers failed" >&2; exit 1; }
+    || { echo "test-binary: building podscoped (failpoints), podscope-bench and the test devices failed" >&2; exit 1; }
 out=$(cargo test --locked -p podscope-tests --features harness-tests --test "$name" --no-run --message-format=json) \
     || { echo "test-binary: building the $name tests failed" >&2; exit 1; }
 bin=$(jq -r --arg n "$name" \
