@@ -41,6 +41,9 @@ macro_rules! ok {
     };
 }
 
+// (After `ok!`, which it uses.)
+mod devices;
+
 // ---- the pods ----
 
 fn pod(name: &str, grace: u32, containers: Value) -> Value {
@@ -457,6 +460,20 @@ async fn scenario(generation: &str) {
         "kubelet restarted: it adopted every running pod and restarted nothing"
     );
 
+    // kubelet's device plugins, on 1.36 (devices.rs: 1.26 hands the
+    // runtime no CDI names). After kubelet's restart: a restarted kubelet
+    // admits its running pods again, and whether a device's pod passes
+    // before its plugin has registered again is kubelet's race, not
+    // podscope's.
+    let plugin = (generation != "1.26").then(|| {
+        let plugin = devices::Plugin::start(t0);
+        plugin.write_pods(&k);
+        plugin
+    });
+    if plugin.is_some() {
+        devices::check(&k, t0).await;
+    }
+
     check_crash(&k, t0).await;
     check_oom(&k, t0).await;
     check_logs(&k, t0).await;
@@ -467,6 +484,9 @@ async fn scenario(generation: &str) {
     let mut all_pods = vec!["web", "crash", "oom", "logger", "edit", "hostnet"];
     if image_volumes {
         all_pods.push("imgvol");
+    }
+    if plugin.is_some() {
+        all_pods.extend(devices::PODS);
     }
     for name in &all_pods {
         k.remove_manifest(name);
@@ -488,6 +508,9 @@ async fn scenario(generation: &str) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     ok!(t0, "every manifest removed: kubelet stopped every pod");
+    if let Some(plugin) = plugin {
+        plugin.stop(t0);
+    }
     k.stop();
     let left = m.list(&ListFilter::default()).await.unwrap();
     assert!(left.is_empty(), "sandboxes left: {left:#?}");

@@ -5,6 +5,7 @@
 
 mod bad_input;
 mod deployment;
+mod dra;
 mod drain;
 mod nodes;
 mod restarts;
@@ -26,6 +27,7 @@ pub const ALL: &[(&str, Check)] = &[
     ("deployment-across-nodes", deployment::across_nodes),
     ("streams-through-the-api-server", streaming::streams),
     ("workloads-and-pod-ends", workloads::workloads),
+    ("dra-claim-on-the-node-with-the-device", dra::claim_a_device),
     ("drain-a-node", drain::drain),
     ("restarts-unseen-by-the-control-plane", restarts::restarts),
     ("runtime-outage-notready-and-back", restarts::outage),
