@@ -215,7 +215,8 @@ async fn check_pod(k: &Kubelet, name: &str, t0: Instant) -> &'static str {
         &id,
         "tr \"\\000\" \"\\n\" < /proc/1/environ | grep ^EXAMPLE_DEV",
     );
-    let mut env: Vec<&str> = env.lines().collect();
+    // (crictl's output has blank lines of its own.)
+    let mut env: Vec<&str> = env.lines().filter(|l| !l.is_empty()).collect();
     env.sort_unstable();
     let mut want = vec![d.env(), KIND_ENV.to_owned()];
     want.sort_unstable();
@@ -254,10 +255,14 @@ async fn check_pod(k: &Kubelet, name: &str, t0: Instant) -> &'static str {
     // The mount: the device's directory, read-only.
     let (rc, out) = exec(
         &id,
-        &format!("cat {CONTAINER_MOUNT}/name; touch {CONTAINER_MOUNT}/x 2>&1 && echo touch=ok"),
+        // (Ending in an echo: crictl shows no output of a command that fails.)
+        &format!("cat {CONTAINER_MOUNT}/name; touch {CONTAINER_MOUNT}/x 2>&1; echo touch=$?"),
     );
+    let lines: Vec<&str> = out.lines().collect();
     assert!(
-        out.lines().next() == Some(d.id) && out.contains("Read-only file system"),
+        lines.first() == Some(&d.id)
+            && out.contains("Read-only file system")
+            && lines.contains(&"touch=1"),
         "{name} ({}): {CONTAINER_MOUNT} ({rc}):\n{out}",
         d.id
     );

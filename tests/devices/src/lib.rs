@@ -3,7 +3,8 @@
 //! proto/README.md): device plugins (`deviceplugin::v1beta1`), the plugin
 //! registration kubelet's plugin watcher speaks (`pluginregistration::v1`)
 //! and Dynamic Resource Allocation (`dra::v1`). The device drivers the
-//! suites run against kubelet are built on them.
+//! suites run against kubelet are built on them: `device_plugin` (the
+//! binary `podscope-device-plugin`, which `make e2e` runs).
 
 pub mod device_plugin;
 
@@ -35,20 +36,7 @@ pub mod dra {
     }
 }
 
-/// A gRPC channel to a unix socket (kubelet's, or a plugin's): the socket
-/// is dialled whatever the URI says.
-pub async fn connect(
-    path: &std::path::Path,
-) -> Result<tonic::transport::Channel, tonic::transport::Error> {
-    let path = path.to_path_buf();
-    // tonic wants a URI; the connector ignores it and dials the socket.
-    tonic::transport::Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
-            let path = path.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(path).await?;
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-            }
-        }))
-        .await
-}
+/// A gRPC channel to a unix socket (kubelet's, or a plugin's): the CRI
+/// bindings' own dialler, which dials the socket whatever the URI says and
+/// knows nothing of the CRI but its name.
+pub use cri_api::channel as connect;
