@@ -252,6 +252,22 @@ async fn a_cdi_device_reaches_the_container_through_crictl_runc() {
     a_cdi_device_reaches_the_container_through_crictl("runc").await;
 }
 
+/// A container with the CDI device `device` runs `script` to exit 0.
+async fn runs_to_0(m: &Client, pod: &str, device: &str, script: &str) {
+    let o = ContainerOptions {
+        cdi_devices: vec![device.to_owned()],
+        ..sh_cmd(script)
+    };
+    let (id, _) = m
+        .create_container(pod, &uniq("ok"), 0, BUSYBOX, &o)
+        .await
+        .unwrap_or_else(|e| panic!("{device}: {e}"));
+    m.start_container(&id).await.unwrap();
+    wait_container(m, &id, ContainerState::Exited, Duration::from_secs(20)).await;
+    let s = m.container_status(&id).await.unwrap();
+    assert_eq!(s.exit_code, 0, "{device}: {s:?}");
+}
+
 /// The containers of a pod: none after a refused create.
 async fn containers_of(m: &Client, pod: &str) -> usize {
     m.list_containers(&ContainerFilter {
@@ -403,17 +419,7 @@ async fn bad_cdi_devices_and_specs_are_named_errors_that_make_nothing() {
         .iter()
         .any(|e| e.starts_with(&format!("{kind}=twice: defined by"))));
     // The good device of the same kind still works.
-    let o = ContainerOptions {
-        cdi_devices: vec![f.device("ok")],
-        ..sh_cmd("test -c /dev/x")
-    };
-    let (id, _) = m
-        .create_container(&pod, "ok", 0, BUSYBOX, &o)
-        .await
-        .unwrap();
-    m.start_container(&id).await.unwrap();
-    wait_container(&m, &id, ContainerState::Exited, Duration::from_secs(20)).await;
-    assert_eq!(m.container_status(&id).await.unwrap().exit_code, 0);
+    runs_to_0(&m, &pod, &f.device("ok"), "test -c /dev/x").await;
     m.remove(&pod).await.unwrap();
 }
 
@@ -597,18 +603,8 @@ async fn a_huge_spec_and_a_crowded_directory_cost_the_daemon_little() {
         "podscoped's RSS went from {before} KiB to {after} KiB"
     );
     // The devices of the files read still work.
-    let o = ContainerOptions {
-        cdi_devices: vec![f.device("dev0")],
-        ..sh_cmd("test -c /dev/example-dev0")
-    };
-    let (id, _) = m
-        .create_container(&pod, "ok", 0, BUSYBOX, &o)
-        .await
-        .unwrap();
-    m.start_container(&id).await.unwrap();
-    wait_container(&m, &id, ContainerState::Exited, Duration::from_secs(20)).await;
-    assert_eq!(m.container_status(&id).await.unwrap().exit_code, 0);
     assert!(good.exists());
+    runs_to_0(&m, &pod, &f.device("dev0"), "test -c /dev/example-dev0").await;
     m.remove(&pod).await.unwrap();
 }
 
