@@ -156,8 +156,9 @@ step "the RPM carries the same files as the .deb"
 # Files only (directories differ in how each format owns them); the .deb's
 # units are in /lib (Debian 12's systemd.pc), compressed man pages and docs
 # are each format's own business, and /usr/share/doc differs by design
-# (Debian's copyright and changelog, RPM's %license).
-normalize() { sed -e 's|^/lib/|/usr/lib/|' -e 's|\.gz$||' | grep -v '^/usr/share/doc/' | sort; }
+# (Debian's copyright and changelog, RPM's %license), as do lintian's
+# overrides (Debian's).
+normalize() { sed -e 's|^/lib/|/usr/lib/|' -e 's|\.gz$||' | grep -v -e '^/usr/share/doc/' -e '^/usr/share/lintian/' | sort; }
 deb_files=$(dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ {print $6}' | sed 's|^\.||' | normalize)
 rpm_files=$(rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$RPM" | awk '$1 !~ /^d/ {print $2}' | normalize)
 if [[ $deb_files != "$rpm_files" ]]; then
