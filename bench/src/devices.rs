@@ -382,26 +382,9 @@ async fn check_devices(
     c.command = vec!["sh".into(), "-c".into(), script];
     c.log_path = "cdi-check/0.log".into();
     let names: Vec<String> = c.cdi_devices.iter().map(|d| d.name.clone()).collect();
-    let id = rt
-        .create_container(cri::CreateContainerRequest {
-            pod_sandbox_id: pod.to_owned(),
-            config: Some(c),
-            sandbox_config: Some(pod_config.clone()),
-        })
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "{}: CreateContainer with CDI devices {names:?} refused: {e}",
-                target.name
-            )
-        })
-        .into_inner()
-        .container_id;
-    rt.start_container(cri::StartContainerRequest {
-        container_id: id.clone(),
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{}: StartContainer with CDI devices: {e}", target.name));
+    // A refused create or start panics there, the daemon's error naming
+    // the device.
+    let id = anchor::run_container(rt, pod, pod_config, c).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     let status = loop {
         let st = rt

@@ -13,7 +13,7 @@
 use crate::error::CdiError;
 use crate::spec::{ContainerEdits, NetDevice};
 use podscope_oci::spec::{
-    Hook, Hooks, LinuxDevice, LinuxDeviceCgroup, LinuxIntelRdt, Mount, Process, Spec,
+    set_env, Hook, Hooks, LinuxDevice, LinuxDeviceCgroup, LinuxIntelRdt, Mount, Process, Spec,
 };
 use std::io;
 
@@ -347,7 +347,7 @@ impl Edits {
             }
         }
         // Parents before what is mounted in them.
-        mounts.sort_by_key(|m| depth(&m.destination));
+        mounts.sort_by_key(Mount::depth);
         spec.mounts
             .retain(|m| !mounts.iter().any(|c| c.destination == m.destination));
         spec.mounts.extend(mounts);
@@ -367,23 +367,6 @@ impl Edits {
             }
         }
         applied
-    }
-}
-
-fn depth(p: &str) -> usize {
-    p.split('/').filter(|c| !c.is_empty()).count()
-}
-
-/// `KEY=VALUE` into `env`, replacing the key's value in place if it is
-/// there.
-fn set_env(env: &mut Vec<String>, kv: &str) {
-    let key = kv.split_once('=').map_or(kv, |(k, _)| k);
-    match env
-        .iter_mut()
-        .find(|e| e.split_once('=').map_or(e.as_str(), |(k, _)| k) == key)
-    {
-        Some(e) => *e = kv.to_owned(),
-        None => env.push(kv.to_owned()),
     }
 }
 

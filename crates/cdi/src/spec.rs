@@ -68,12 +68,6 @@ pub struct ContainerEdits {
     pub net_devices: Vec<NetDevice>,
 }
 
-impl ContainerEdits {
-    pub fn is_empty(&self) -> bool {
-        *self == ContainerEdits::default()
-    }
-}
-
 /// A device node made in the container. Only `path` is required: the host
 /// node is `hostPath` (else `path`), and its type, numbers and mode are
 /// read from it when the spec does not give them.

@@ -187,6 +187,31 @@ pub struct Mount {
     pub options: Vec<String>,
 }
 
+impl Mount {
+    /// Its destination's path components: mounts are made parents first.
+    pub fn depth(&self) -> usize {
+        self.destination
+            .split('/')
+            .filter(|c| !c.is_empty())
+            .count()
+    }
+}
+
+/// An environment entry's key (`KEY` of `KEY=VALUE`; all of it without `=`).
+pub fn env_key(e: &str) -> &str {
+    e.split_once('=').map_or(e, |(k, _)| k)
+}
+
+/// `KEY=VALUE` into `env`, replacing the key's entry in place if it is
+/// there (Docker's rule, and CDI's).
+pub fn set_env(env: &mut Vec<String>, kv: &str) {
+    let key = env_key(kv);
+    match env.iter_mut().find(|e| env_key(e) == key) {
+        Some(e) => kv.clone_into(e),
+        None => env.push(kv.to_owned()),
+    }
+}
+
 /// The Linux-specific part.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]

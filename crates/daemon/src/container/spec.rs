@@ -15,8 +15,9 @@ use podscope_api::domain::{NamespaceMode, UserNamespace};
 use podscope_api::error::{Error, Result};
 use podscope_config::RuntimeKind;
 use podscope_oci::spec::{
-    Linux, LinuxCapabilities, LinuxDevice, LinuxDeviceCgroup, LinuxIdMapping, LinuxNamespace,
-    LinuxResources, LinuxSeccomp, Mount, NamespaceType, Process, Root, Spec, User, OCI_VERSION,
+    env_key, set_env, Linux, LinuxCapabilities, LinuxDevice, LinuxDeviceCgroup, LinuxIdMapping,
+    LinuxNamespace, LinuxResources, LinuxSeccomp, Mount, NamespaceType, Process, Root, Spec, User,
+    OCI_VERSION,
 };
 use podscope_oci::{caps, defaults, user::Resolved};
 
@@ -111,18 +112,13 @@ pub fn argv(config: &ContainerConfig, image: &RunConfig) -> Result<Vec<String>> 
 /// an earlier one in place; PATH and HOSTNAME when missing.
 pub fn env(config: &ContainerConfig, image: &RunConfig, hostname: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let key = |e: &str| e.split_once('=').map_or(e, |(k, _)| k).to_owned();
     for e in image.env.iter().chain(&config.envs) {
-        let k = key(e);
-        match out.iter().position(|x| key(x) == k) {
-            Some(i) => out[i] = e.clone(),
-            None => out.push(e.clone()),
-        }
+        set_env(&mut out, e);
     }
-    if !out.iter().any(|e| key(e) == "PATH") {
+    if !out.iter().any(|e| env_key(e) == "PATH") {
         out.insert(0, defaults::DEFAULT_PATH_ENV.to_owned());
     }
-    if !hostname.is_empty() && !out.iter().any(|e| key(e) == "HOSTNAME") {
+    if !hostname.is_empty() && !out.iter().any(|e| env_key(e) == "HOSTNAME") {
         out.push(format!("HOSTNAME={hostname}"));
     }
     out
@@ -139,11 +135,6 @@ fn bind(destination: &str, source: &str, readonly: bool, propagation: &str) -> M
             if readonly { "ro" } else { "rw" }.into(),
         ],
     }
-}
-
-/// Path components, for ordering mounts parents first.
-fn depth(p: &str) -> usize {
-    p.split('/').filter(|c| !c.is_empty()).count()
 }
 
 pub fn build(input: &Input<'_>) -> Result<Spec> {
@@ -263,7 +254,7 @@ pub fn build(input: &Input<'_>) -> Result<Spec> {
         cri_mounts.push(mount);
     }
     mounts.retain(|m| !cri_mounts.iter().any(|c| c.destination == m.destination));
-    cri_mounts.sort_by_key(|m| depth(&m.destination));
+    cri_mounts.sort_by_key(Mount::depth);
     mounts.extend(cri_mounts);
     if pod.user_namespace.is_some() {
         // In a pod's user namespace, what the node binds in is idmapped
