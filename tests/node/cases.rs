@@ -32,6 +32,14 @@ pub const ALL: &[Case] = &[
         "unified: bad keys and values are named errors",
         unified_refusals,
     ),
+    (
+        "crun: a CDI device's nodes, as its spec allows them (v2's device filter)",
+        || cdi_device("crun"),
+    ),
+    (
+        "runc: a CDI device's nodes, as its spec allows them (v2's device filter)",
+        || cdi_device("runc"),
+    ),
     ("crun: OOMKilled through memory.events", || {
         oom_killed("crun")
     }),
@@ -364,6 +372,66 @@ fn unified_refusals() -> Outcome {
         );
         Ok(())
     })
+}
+
+/// A CDI device (CRI's CDI_devices) on cgroup v2, where the device cgroup
+/// is a BPF program systemd attaches from the unit's DeviceAllow= (and runc
+/// from config.json's rules): a node of /dev/fuse's numbers opens
+/// read-write, one of /dev/loop-control's the spec grants `r` opens for
+/// reading only (neither is allowed by default). The spec and its nodes
+/// are removed after.
+fn cdi_device(handler: &str) -> Outcome {
+    let dir = format!("/run/node-suite-cdi-{handler}");
+    let spec = format!("/var/run/cdi/node-suite-{handler}.json");
+    let made = sh(&format!(
+        "mkdir -p {dir} /var/run/cdi && mknod -m 0666 {dir}/fuse c 10 229 && \
+         mknod -m 0666 {dir}/loopctl c 10 237"
+    ))
+    .and_then(|_| {
+        let text = serde_json::json!({
+            "cdiVersion": "0.6.0",
+            "kind": format!("node-suite.example/{handler}"),
+            "devices": [{
+                "name": "dev0",
+                "containerEdits": {
+                    "env": ["NODE_SUITE_DEV=dev0"],
+                    "deviceNodes": [
+                        {"path": "/dev/example-rw", "hostPath": format!("{dir}/fuse")},
+                        {"path": "/dev/example-ro", "hostPath": format!("{dir}/loopctl"),
+                         "permissions": "r"}
+                    ]
+                }
+            }]
+        });
+        std::fs::write(&spec, text.to_string()).map_err(|e| format!("{spec}: {e}"))
+    });
+    let r = made.and_then(|()| {
+        in_pod(&format!("cdi-{handler}"), handler, |c, pod, pod_id| {
+            let mut ctr = container_config(
+                "cdi",
+                "(exec 3<>/dev/example-rw) && echo rw=ok; \
+                 (exec 3</dev/example-ro) && echo ro-read=ok; \
+                 (exec 3<>/dev/example-ro) 2>/dev/null || echo ro-write=denied; \
+                 echo env=$NODE_SUITE_DEV",
+            );
+            ctr["CDI_devices"] =
+                serde_json::json!([{ "name": format!("node-suite.example/{handler}=dev0") }]);
+            let id = c.run_container(pod_id, &ctr, pod)?;
+            let exited = wait_for(Duration::from_secs(60), || {
+                c.state(&id).ok().filter(|(s, _)| s == "CONTAINER_EXITED")
+            });
+            ensure!(exited.is_some(), "{id} did not exit within 60 s");
+            let out = c.run(&["logs", &id])?;
+            let lines: Vec<&str> = out.lines().collect();
+            ensure!(
+                lines == ["rw=ok", "ro-read=ok", "ro-write=denied", "env=dev0"],
+                "{handler}: the container saw {lines:?}"
+            );
+            Ok(())
+        })
+    });
+    let cleaned = sh(&format!("rm -rf {dir} {spec}")).map(drop);
+    r.and(cleaned)
 }
 
 fn oom_killed(handler: &str) -> Outcome {
