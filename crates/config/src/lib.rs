@@ -461,7 +461,11 @@ mod tests {
         assert_eq!(s.oomd_limit(), None, "systemd-oomd is off by default");
         let oomd = Settings::parse("oomd_memory_pressure_limit = \"60%\"").unwrap();
         assert_eq!(oomd.oomd_limit(), Some(6000));
-        assert_eq!(s.metrics_address(), None, "the metrics endpoint is off by default");
+        assert_eq!(
+            s.metrics_address(),
+            None,
+            "the metrics endpoint is off by default"
+        );
         for (text, want) in [
             (":9101", "127.0.0.1:9101"),
             ("localhost:9101", "127.0.0.1:9101"),
