@@ -18,7 +18,7 @@ pub mod snapshot;
 
 pub use catalog::{Family, Kind, Process};
 pub use registry::Registry;
-pub use snapshot::{Sample, Snapshot, Value};
+pub use snapshot::{GateFigures, ProcessFigures, Sample, Snapshot, Value};
 
 /// The Content-Type of the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

@@ -86,6 +86,28 @@ impl Snapshot {
         left_out
     }
 
+    /// A bus gate's figures as `process`'s series (both processes have
+    /// one).
+    pub fn gate(&mut self, process: &str, g: GateFigures) {
+        use crate::catalog::*;
+        self.number(&BUS_GATE_SLOTS, &[process], g.slots as f64);
+        self.number(&BUS_GATE_IN_FLIGHT, &[process], g.in_flight as f64);
+        self.number(&BUS_GATE_PEAK, &[process], g.peak as f64);
+        self.number(&BUS_GATE_WAITS, &[process], g.waited as f64);
+        self.number(&BUS_GATE_RETRIES, &[process], g.refused_retried as f64);
+        self.number(&BUS_GATE_GAVE_UP, &[process], g.gave_up as f64);
+    }
+
+    /// A process's own series.
+    pub fn process(&mut self, process: &str, p: ProcessFigures) {
+        use crate::catalog::*;
+        self.number(&PROCESS_RSS, &[process], p.resident_bytes as f64);
+        self.number(&PROCESS_CPU, &[process], p.cpu_seconds);
+        self.number(&PROCESS_OPEN_FDS, &[process], p.open_fds as f64);
+        self.number(&PROCESS_MAX_FDS, &[process], p.max_fds as f64);
+        self.number(&PROCESS_START_TIME, &[process], p.start_time_seconds);
+    }
+
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a snapshot serialises")
     }
@@ -93,6 +115,29 @@ impl Snapshot {
     pub fn from_json(bytes: &[u8]) -> Result<Snapshot, String> {
         serde_json::from_slice(bytes).map_err(|e| e.to_string())
     }
+}
+
+/// A bus gate's figures (podscope-api's `bus_gate::Figures`, summed over
+/// a process's gates).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GateFigures {
+    pub slots: u64,
+    pub in_flight: u64,
+    pub peak: u64,
+    pub waited: u64,
+    pub refused_retried: u64,
+    pub gave_up: u64,
+}
+
+/// A process's own figures (podscope-sys's `process::usage` and
+/// descriptors).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcessFigures {
+    pub resident_bytes: u64,
+    pub cpu_seconds: f64,
+    pub open_fds: u64,
+    pub max_fds: u64,
+    pub start_time_seconds: f64,
 }
 
 /// Whether `s` is a series `family` can have.

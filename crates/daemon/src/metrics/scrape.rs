@@ -8,7 +8,7 @@ use crate::bus::Service;
 use podscope_api::domain::container::ContainerState;
 use podscope_api::domain::State;
 use podscope_metrics::catalog::{self, PROCESS_DAEMON};
-use podscope_metrics::Snapshot;
+use podscope_metrics::{GateFigures, ProcessFigures, Snapshot};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -125,38 +125,34 @@ impl Scraper {
         let fds = svc.fds.figures();
         s.number(&catalog::DESCRIPTORS_RESERVED, &[], fds.reserved as f64);
         s.number(&catalog::DESCRIPTORS_REFUSALS, &[], fds.refused as f64);
-        gate(&mut s, PROCESS_DAEMON, &svc.gate.figures());
-        process(&mut s, PROCESS_DAEMON, fds.open, fds.limit);
+        s.gate(PROCESS_DAEMON, gate_figures(&svc.gate.figures()));
+        s.process(PROCESS_DAEMON, process_figures(fds.open, fds.limit));
         s
     }
 }
 
-/// A bus gate's figures as the `process`'s series.
-pub fn gate(s: &mut Snapshot, process: &str, g: &podscope_api::bus_gate::Figures) {
-    s.number(&catalog::BUS_GATE_SLOTS, &[process], g.max as f64);
-    s.number(&catalog::BUS_GATE_IN_FLIGHT, &[process], g.in_flight as f64);
-    s.number(&catalog::BUS_GATE_PEAK, &[process], g.peak as f64);
-    s.number(&catalog::BUS_GATE_WAITS, &[process], g.waited as f64);
-    s.number(
-        &catalog::BUS_GATE_RETRIES,
-        &[process],
-        g.refused_retried as f64,
-    );
-    s.number(&catalog::BUS_GATE_GAVE_UP, &[process], g.gave_up as f64);
+/// A bus gate's figures for the metrics.
+pub fn gate_figures(g: &podscope_api::bus_gate::Figures) -> GateFigures {
+    GateFigures {
+        slots: g.max as u64,
+        in_flight: g.in_flight as u64,
+        peak: g.peak as u64,
+        waited: g.waited,
+        refused_retried: g.refused_retried,
+        gave_up: g.gave_up,
+    }
 }
 
-/// This process's own series.
-pub fn process(s: &mut Snapshot, process: &str, open_fds: u64, max_fds: u64) {
+/// This process's figures for the metrics.
+pub fn process_figures(open_fds: u64, max_fds: u64) -> ProcessFigures {
     let u = podscope_sys::process::usage();
-    s.number(&catalog::PROCESS_RSS, &[process], u.resident_bytes as f64);
-    s.number(&catalog::PROCESS_CPU, &[process], u.cpu_seconds);
-    s.number(&catalog::PROCESS_OPEN_FDS, &[process], open_fds as f64);
-    s.number(&catalog::PROCESS_MAX_FDS, &[process], max_fds as f64);
-    s.number(
-        &catalog::PROCESS_START_TIME,
-        &[process],
-        u.start_time_seconds,
-    );
+    ProcessFigures {
+        resident_bytes: u.resident_bytes,
+        cpu_seconds: u.cpu_seconds,
+        open_fds,
+        max_fds,
+        start_time_seconds: u.start_time_seconds,
+    }
 }
 
 /// podscope-cri's snapshot: it writes it whole on each connection and
