@@ -16,6 +16,9 @@ pub mod exposition;
 pub mod registry;
 pub mod snapshot;
 
+#[cfg(test)]
+mod documented;
+
 pub use catalog::{Family, Kind, Process};
 pub use registry::Registry;
 pub use snapshot::{GateFigures, ProcessFigures, Sample, Snapshot, Value};
