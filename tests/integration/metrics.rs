@@ -13,7 +13,7 @@ use cri_api::v1 as cri;
 use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use podscope_api::container::{ContainerOptions, Resources};
 use podscope_api::domain::container::ContainerState;
-use podscope_api::PullOptions;
+use podscope_api::image::PullOptions;
 use podscope_metrics::catalog::{self, Family};
 use podscope_test_support::harness::*;
 use std::io::{Read, Write};
