@@ -9,7 +9,7 @@
 use super::anchor::{self, Target};
 use super::{daemon_pid, pct, rss_pss, Table};
 use podscope_metrics::catalog;
-use podscope_test_support::harness::{sh, HARNESS_CONFIG};
+use podscope_test_support::harness::sh;
 use podscope_test_support::node_load::{self, Endpoint, Retry, FULL_NODE};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -18,10 +18,9 @@ const CONFIG: &str = "/etc/podscope/podscope.toml";
 const ADDRESS: &str = "127.0.0.1:9101";
 const SCRAPES: usize = 200;
 
-/// podscoped (and podscope-cri) started again on the harness's config,
-/// with the endpoint or without; the daemon's RSS once it is up and idle.
-fn restart_with_metrics(on: bool) {
-    let base = std::fs::read_to_string(HARNESS_CONFIG).unwrap_or_default();
+/// podscoped (and podscope-cri) started again on `base` (the config the
+/// bench found), with the endpoint or without.
+fn restart_with_metrics(base: &str, on: bool) {
     let extra = if on {
         format!("\nmetrics_address = \"{ADDRESS}\"\n")
     } else {
@@ -88,9 +87,10 @@ pub async fn run(t: &mut Table) {
         create.codes()
     );
 
-    restart_with_metrics(false);
+    let base = std::fs::read_to_string(CONFIG).unwrap_or_default();
+    restart_with_metrics(&base, false);
     let off = idle_rss_kib().await;
-    restart_with_metrics(true);
+    restart_with_metrics(&base, true);
     let pid = daemon_pid();
     let (_, first) = scrape();
     let cpu0 = cpu_ticks(pid);
@@ -144,8 +144,8 @@ pub async fn run(t: &mut Table) {
         Some(more <= 2048.0),
     );
 
-    restart_with_metrics(false);
-    std::fs::copy(HARNESS_CONFIG, CONFIG).unwrap();
+    std::fs::write(CONFIG, &base).unwrap();
+    restart_with_metrics(&base, false);
     let drain = node_load::drain(&ep, &create.pods, shape.clients, Retry::Never).await;
     assert!(drain.failures().is_empty(), "drain: {:?}", drain.codes());
 }
