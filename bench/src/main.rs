@@ -12,6 +12,7 @@ mod devices;
 mod fullnode;
 mod images;
 mod kubelet;
+mod metrics;
 mod streaming;
 
 use cri_api::v1 as cri;
@@ -190,7 +191,8 @@ async fn main() {
     // section of its own), devices (CreateContainer with and without 4
     // CDI devices of 50 spec files on podscope with crun and runc and on
     // containerd 2.3), fullnode (110 pods x 4
-    // containers created and drained on containerd 1.6, 2.3 and podscope).
+    // containers created and drained on containerd 1.6, 2.3 and podscope),
+    // metrics (a scrape's cost with a full node running).
     let only: Vec<String> = std::env::args().skip(1).collect();
     match only.first().map(String::as_str) {
         Some("as-caller") => return as_caller(&only[1..]).await,
@@ -276,6 +278,9 @@ async fn main() {
     }
     if run("fullnode") {
         fullnode::run(&mut t).await;
+    }
+    if run("metrics") {
+        metrics::run(&mut t).await;
     }
     println!();
     t.print();

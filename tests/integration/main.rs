@@ -31,6 +31,7 @@ mod images;
 // failpoints driver and make load (by path), used by failpoints and abuse.
 mod isolation;
 mod lifecycle;
+mod metrics;
 mod network;
 mod races;
 mod recovery;

@@ -23,6 +23,7 @@ pub mod errors;
 #[cfg(test)]
 mod fuzz;
 pub mod image;
+pub mod metrics;
 pub mod pressure;
 pub mod sandbox;
 pub mod server;

@@ -33,6 +33,10 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
         .build()
         .await
         .map_err(bus_err)?;
+    // Each call counted from the first (the metrics).
+    if let Err(e) = crate::metrics::bus_calls::count(&conn).await {
+        tracing::warn!("metrics: bus calls will not be counted: {e}");
+    }
     let gate = Arc::new(podscope_api::bus_gate::BusGate::new(
         settings.bus_calls_max as usize,
     ));

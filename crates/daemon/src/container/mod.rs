@@ -452,6 +452,12 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 exit.message
             );
         }
+        // Seen now, not carried over from the record (a recovered end).
+        if oom_killed && !c.oom_killed {
+            crate::metrics::oom_kill("kernel");
+        } else if oomd_killed {
+            crate::metrics::oom_kill("systemd-oomd");
+        }
         if exit.reason.is_empty() {
             exit.reason = exit_reason(exit.code, oom_killed).to_owned();
         }
