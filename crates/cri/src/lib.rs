@@ -25,6 +25,7 @@ mod fuzz;
 pub mod image;
 pub mod pressure;
 pub mod sandbox;
+pub mod sandbox_metrics;
 pub mod server;
 pub mod service;
 pub mod stats;
