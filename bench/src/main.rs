@@ -12,6 +12,7 @@ mod devices;
 mod fullnode;
 mod images;
 mod kubelet;
+mod sandbox_metrics;
 mod streaming;
 
 use cri_api::v1 as cri;
@@ -276,6 +277,10 @@ async fn main() {
     }
     if run("fullnode") {
         fullnode::run(&mut t).await;
+    }
+    // ListPodSandboxMetrics for 110 pods on containerd 2.3 and podscope.
+    if run("sandbox_metrics") {
+        sandbox_metrics::run(&mut t).await;
     }
     println!();
     t.print();

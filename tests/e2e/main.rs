@@ -42,6 +42,7 @@ macro_rules! ok {
 }
 
 // (After `ok!`, which it uses.)
+mod cri_metrics;
 mod devices;
 
 // ---- the pods ----
@@ -386,6 +387,11 @@ async fn scenario(generation: &str) {
     if image_volumes {
         k.write_manifest("imgvol", &imgvol());
     }
+    // kubelet's /metrics/cadvisor from the CRI (cri_metrics.rs), on 1.36.
+    let cri_metrics = generation != "1.26";
+    if cri_metrics {
+        k.write_manifest("burn", &cri_metrics::burner());
+    }
 
     let limit = Duration::from_secs(90);
     k.wait_pod("web", limit, "ready", |p| p.is_some_and(|p| p.ready()))
@@ -434,9 +440,15 @@ async fn scenario(generation: &str) {
         "systemctl restart podscoped: kubelet restarted no container, web still ready"
     );
 
-    // kubelet restarted: it adopts the running pods.
+    // kubelet restarted: it adopts the running pods. On 1.36 it comes
+    // back with PodAndContainerStatsFromCRI, its /metrics/cadvisor then
+    // podscope's (checked below).
     let sandboxes_before = crictl_pods_all();
-    k.restart();
+    if cri_metrics {
+        k.restart_with_gates(cri_metrics::GATE);
+    } else {
+        k.restart();
+    }
     for name in watched {
         k.wait_pod(name, limit, "running again in the new kubelet", |p| {
             p.is_some_and(|p| p.running())
@@ -459,6 +471,11 @@ async fn scenario(generation: &str) {
         t0,
         "kubelet restarted: it adopted every running pod and restarted nothing"
     );
+    if cri_metrics {
+        k.wait_pod("burn", limit, "running", |p| p.is_some_and(|p| p.running()))
+            .await;
+        cri_metrics::check(&k, &m, t0).await;
+    }
 
     // kubelet's device plugins, on 1.36 (devices.rs: 1.26 hands the
     // runtime no CDI names). After kubelet's restart: a restarted kubelet
@@ -484,6 +501,9 @@ async fn scenario(generation: &str) {
     let mut all_pods = vec!["web", "crash", "oom", "logger", "edit", "hostnet"];
     if image_volumes {
         all_pods.push("imgvol");
+    }
+    if cri_metrics {
+        all_pods.push("burn");
     }
     if plugin.is_some() {
         all_pods.extend(devices::PODS);
