@@ -2,23 +2,28 @@
 //! `PodAndContainerStatsFromCRI`) against the same kubelet's cAdvisor, for
 //! the same running pods (issue 44).
 //!
-//! kubelet is started again with the gate on: its `/metrics/cadvisor` is
-//! then podscope's ListPodSandboxMetrics (t1). Started again with the gate
-//! off, cAdvisor answers (t2); then podscope is asked directly (t3). For
+//! kubelet 1.36 runs the scenario's first half with the gate on: its
+//! `/metrics/cadvisor` is then podscope's ListPodSandboxMetrics (t1). At
+//! the scenario's kubelet restart it comes back with the gate off and
+//! cAdvisor answers (t2); then podscope is asked directly (t3). (One
+//! restart, as before: each restart makes kubelet rotate the logger's log
+//! again, and more would outrun its 10 files.) For
 //! every family both have for a container, a counter must lie in the
 //! bracket the reads' order explains, t1 ≤ cAdvisor ≤ t3 (+ 1 for the
 //! seconds the CRI's whole numbers floor), and a gauge of a steady
 //! container near both reads. No timing assumption: only the order.
 //!
-//! What cAdvisor cannot say here, and why: kubelet's cAdvisor knows
-//! Docker's, containerd's and CRI-O's containers by their own APIs, not
-//! podscope's, so it sees podscope's containers as raw cgroups (their
-//! systemd units below the pods' slices): with `id` (the cgroup's path)
-//! but no `container`, `image`, `namespace` or `pod` (it can name only a
-//! pod's own slice); with no network (a raw cgroup has no network
-//! namespace it knows of); with no PSI (cAdvisor reads pressure on cgroup
-//! v2 only, and the harness is v1 hybrid, where podscope reads it from the
-//! unified hierarchy). Those the comparison names and skips.
+//! Compared: each container's cgroup families and each pod's (kubelet's
+//! pod slice, which cAdvisor labels with the pod's name and namespace as
+//! podscope does). What cAdvisor cannot say here, and why: kubelet's
+//! cAdvisor knows Docker's, containerd's and CRI-O's containers by their
+//! own APIs, not podscope's, so it sees podscope's containers as raw
+//! cgroups (their systemd units below the pods' slices): with `id` (the
+//! cgroup's path) but no `container`, `image`, `namespace` or `pod`; with
+//! no network (cAdvisor reads a raw cgroup's network only for the root
+//! cgroup); with no PSI (cAdvisor reads pressure on cgroup v2 only, and
+//! the harness is v1 hybrid, where podscope reads it from the unified
+//! hierarchy). Those the comparison names and skips.
 
 use super::{elapsed, sh_c, NS};
 use cri_api::v1 as cri;
@@ -170,7 +175,9 @@ async fn cri_values() -> (
     (out, keys)
 }
 
-/// A container kubelet runs: its pod, its name, its CRI id and cgroup.
+/// A container kubelet runs (or a pod as a whole: `name` empty, `id` its
+/// sandbox's, `cgroup` its slice): its pod, its name, its CRI id and
+/// cgroup.
 struct Watched {
     pod: String,
     name: String,
@@ -182,6 +189,19 @@ async fn watched(k: &Kubelet, m: &Client) -> Vec<Watched> {
     let mut out = Vec::new();
     for pod in ["burn", "web", "logger"] {
         let p = k.pod(pod).await.unwrap_or_else(|| panic!("{pod}: gone"));
+        // The pod as a whole: kubelet's slice for it, which cAdvisor
+        // labels with the pod's name and namespace.
+        let sb = super::ready_sandbox(m, &p.metadata.uid).await;
+        out.push(Watched {
+            pod: format!("{pod}-{NODE}"),
+            name: String::new(),
+            id: sb.id.clone(),
+            cgroup: sb
+                .cgroup
+                .rsplit_once('/')
+                .map(|(slice, _)| slice.to_owned())
+                .unwrap(),
+        });
         for c in &p.status.container_statuses {
             let id = c.id().unwrap().to_owned();
             let st = m.container_status(&id).await.unwrap();
@@ -196,23 +216,30 @@ async fn watched(k: &Kubelet, m: &Client) -> Vec<Watched> {
     out
 }
 
-/// kubelet with the gate on serves podscope's families, with kubelet's
-/// labels, for every running container and web's network (t1); kubelet
-/// with the gate off (cAdvisor) agrees within the bracket (t2, t3).
-pub async fn check(k: &Kubelet, m: &Client, t0: Instant) {
-    let t_start = Instant::now();
+/// What kubelet served with the gate on, for the comparison after its
+/// restart without it.
+pub struct Served {
+    ws: Vec<Watched>,
+    keys: HashMap<String, Vec<String>>,
+    t1: Vec<Sample>,
+    families: BTreeSet<String>,
+}
+
+/// kubelet (started with the gate) serves podscope's families, with
+/// kubelet's labels, for every running container and web's network (t1).
+pub async fn served(k: &Kubelet, m: &Client, t0: Instant) -> Served {
     let ws = watched(k, m).await;
     let (_, keys) = cri_values().await;
     // t1: kubelet's /metrics/cadvisor, served from ListPodSandboxMetrics.
     let t1 = parse(&k.cadvisor_metrics().await);
-    let families: BTreeSet<&str> = t1
+    let families: BTreeSet<String> = t1
         .iter()
-        .map(|s| s.name.as_str())
+        .map(|s| s.name.clone())
         .filter(|n| n.starts_with("container_"))
         .collect();
     for f in &families {
         assert!(
-            keys.contains_key(*f),
+            keys.contains_key(f),
             "with {GATE}, /metrics/cadvisor has {f}, which is not podscope's: cAdvisor answered"
         );
     }
@@ -229,11 +256,15 @@ pub async fn check(k: &Kubelet, m: &Client, t0: Instant) {
             .map(|s| s.value)
     };
     for w in &ws {
+        // (A pod's processes are its containers'.)
+        let processes = (!w.name.is_empty()).then_some("container_processes");
         for f in [
             "container_cpu_usage_seconds_total",
             "container_memory_working_set_bytes",
-            "container_processes",
-        ] {
+        ]
+        .into_iter()
+        .chain(processes)
+        {
             assert!(
                 find(&t1, f, w).is_some(),
                 "kubelet's /metrics/cadvisor (CRI) lacks {f} of {}/{} (id {})",
@@ -254,11 +285,29 @@ pub async fn check(k: &Kubelet, m: &Client, t0: Instant) {
         "no network for web's eth0 in /metrics/cadvisor (CRI): {web_rx:?}"
     );
     println!(
-        "e2e: [{}] ok: kubelet 1.36 with {GATE}: /metrics/cadvisor is podscope's ({} families; {} containers with kubelet's labels, web's eth0)",
+        "e2e: [{}] ok: kubelet 1.36 with {GATE}: /metrics/cadvisor is podscope's ({} families; {} containers and pods with kubelet's labels, web's eth0)",
         elapsed(t0),
         families.len(),
         ws.len()
     );
+    Served {
+        ws,
+        keys,
+        t1,
+        families,
+    }
+}
+
+/// The same kubelet restarted without the gate (by the caller): cAdvisor
+/// agrees with what it served (t1) and podscope's answer now (t3).
+pub async fn compare(k: &Kubelet, served: Served, t0: Instant) {
+    let t_start = Instant::now();
+    let Served {
+        ws,
+        keys,
+        t1,
+        families,
+    } = served;
     // A family's own labels (cpu, interface) as (key, value).
     let t1_of = |f: &str, w: &Watched, extra: &[(&String, &String)]| -> Option<f64> {
         t1.iter()
@@ -273,7 +322,6 @@ pub async fn check(k: &Kubelet, m: &Client, t0: Instant) {
     // t2: the same kubelet, the gate off: cAdvisor. Its first
     // housekeeping of a cgroup comes after its start, so every sample it
     // gives is later than t1.
-    k.restart_with_gates("");
     let deadline = Instant::now() + Duration::from_secs(60);
     let by_cgroup = loop {
         let t2 = parse(&k.cadvisor_metrics().await);
@@ -311,7 +359,7 @@ pub async fn check(k: &Kubelet, m: &Client, t0: Instant) {
     // the call's.
     let times = ["container_start_time_seconds", "container_last_seen"];
     let mut only_cadvisor: BTreeSet<String> = BTreeSet::new();
-    let mut only_ours: BTreeSet<String> = families.iter().map(|f| f.to_string()).collect();
+    let mut only_ours = families;
     for w in &ws {
         let theirs = &by_cgroup[&w.cgroup];
         for s in theirs {
@@ -332,6 +380,20 @@ pub async fn check(k: &Kubelet, m: &Client, t0: Instant) {
                 .collect();
             let ours: BTreeSet<&str> = our_keys.iter().map(String::as_str).collect();
             assert_eq!(ours, their_keys, "{}: label keys differ", s.name);
+            if w.name.is_empty() {
+                // A pod's slice: cAdvisor names its pod as podscope does.
+                assert_eq!(
+                    (
+                        s.labels["pod"].as_str(),
+                        s.labels["namespace"].as_str(),
+                        s.labels["container"].as_str()
+                    ),
+                    (w.pod.as_str(), NS, ""),
+                    "{}: cAdvisor's labels of {}'s slice",
+                    s.name,
+                    w.pod
+                );
+            }
             if times.contains(&s.name.as_str()) {
                 continue;
             }
@@ -386,11 +448,12 @@ pub async fn check(k: &Kubelet, m: &Client, t0: Instant) {
         "the burner's CPU counter did not move: {burned}"
     );
     println!(
-        "e2e: [{}] ok: kubelet 1.36 without the gate (cAdvisor) agrees for {} families ({} series; burn at {burned} s); \
+        "e2e: [{}] ok: kubelet 1.36 without the gate (cAdvisor) agrees for {} families ({} series; burn at {burned} s): {:?}; \
          cAdvisor alone: {:?}; podscope alone (cAdvisor has no pod labels, network or PSI for raw cgroups): {:?}; {:.1} s",
         elapsed(t0),
         compared.len(),
         compared.values().sum::<usize>(),
+        compared.keys().collect::<Vec<_>>(),
         only_cadvisor,
         only_ours,
         t_start.elapsed().as_secs_f64()

@@ -16,9 +16,11 @@
 //! - a value is a whole number (the CRI's `UInt64Value`): seconds are
 //!   floored, as CRI-O and containerd do, so a counter in seconds never
 //!   runs ahead of the time it counts and stays monotonic;
-//! - the pod's own families (its network namespace's interfaces) are the
-//!   pod's metrics, with `container` empty as cAdvisor labels a pod's
-//!   cgroup; every cgroup family is a running container's.
+//! - the pod's own families (its network namespace's interfaces, and where
+//!   kubelet gave it a slice of its own the slice's cgroup families, the
+//!   whole pod's) are the pod's metrics, with `container` empty as
+//!   cAdvisor labels a pod's cgroup; the rest are each running
+//!   container's.
 //!
 //! One call is two bus calls, side by side, whatever the number of pods
 //! (the ready pods and the running containers), then one pass over each
@@ -499,7 +501,7 @@ pub fn sample_all(
                 // A host-network pod's interfaces are the node's, not its own.
                 Vec::new()
             };
-            let container_metrics = by_pod
+            let per_container = by_pod
                 .get(d.id.as_str())
                 .into_iter()
                 .flatten()
@@ -518,10 +520,28 @@ pub fn sample_all(
                     })
                 })
                 .collect();
+            let base = Base::pod(d);
+            let mut metrics = pod_metrics(&base, &interfaces);
+            if let Some(slice) = stats::pod_slice_cgroup(&d.cgroup, &d.uid) {
+                if let Some(cgroup) = stats::read_cgroup(&mounts, slice) {
+                    let sample = ContainerSample {
+                        cgroup,
+                        layer: None,
+                        created_at: d.created_at,
+                    };
+                    // A pod's processes are its containers' (cAdvisor
+                    // counts a slice's own: none).
+                    metrics.extend(
+                        container_metrics(&base, &sample, now_s)
+                            .into_iter()
+                            .filter(|m| m.name != PROCESSES.name && m.name != THREADS.name),
+                    );
+                }
+            }
             cri::PodSandboxMetrics {
                 pod_sandbox_id: d.id.clone(),
-                metrics: pod_metrics(&Base::pod(d), &interfaces),
-                container_metrics,
+                metrics,
+                container_metrics: per_container,
             }
         })
         .collect()

@@ -48,7 +48,7 @@ pub struct CgroupSample {
     /// `memory.oom_control`).
     pub oom_kills: u64,
     /// Processes (not threads: `processes` is the pids controller's
-    /// count of tasks) in the cgroup2 directory and those below it.
+    /// count of tasks) in the cgroup itself (its cgroup2 directory).
     pub procs: u64,
 }
 
@@ -191,7 +191,7 @@ pub fn read_cgroup(mounts: &Mounts, path: &str) -> Option<CgroupSample> {
         Path::new(HYBRID_UNIFIED).join(path.trim_start_matches('/'))
     };
     s.pressure = pressure::read(&unified);
-    s.procs = count_procs(&unified, 0);
+    s.procs = count_procs(&unified);
     if cg.v2() {
         if let Some(cpu) = cg.controller_of::<CpuController>() {
             let stat = cpu.cpu().stat;
@@ -270,23 +270,13 @@ pub fn read_cgroup(mounts: &Mounts, path: &str) -> Option<CgroupSample> {
     Some(s)
 }
 
-/// Lines of `cgroup.procs` in `dir` and the directories below it (to a
-/// depth of 8: a container's runtime may nest cgroups, never deep).
-fn count_procs(dir: &Path, depth: u32) -> u64 {
-    let own = std::fs::read(dir.join("cgroup.procs"))
+/// Lines of the cgroup2 directory's `cgroup.procs`: the processes in
+/// the cgroup itself, as cAdvisor counts them (a container's are in its
+/// unit's cgroup; a slice has none of its own).
+fn count_procs(dir: &Path) -> u64 {
+    std::fs::read(dir.join("cgroup.procs"))
         .map(|b| b.iter().filter(|&&c| c == b'\n').count() as u64)
-        .unwrap_or(0);
-    if depth >= 8 {
-        return own;
-    }
-    let below: u64 = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| count_procs(&e.path(), depth + 1))
-        .sum();
-    own + below
+        .unwrap_or(0)
 }
 
 /// One interface's counters from `/proc/<pid>/net/dev`.
@@ -372,6 +362,24 @@ impl CpuRates {
     pub fn retain(&self, ids: &std::collections::HashSet<String>) {
         self.0.lock().unwrap().retain(|k, _| ids.contains(k));
     }
+}
+
+/// The control group that holds all of a pod, its init and its
+/// containers: kubelet's pod slice (`kubepods-<qos>-pod<uid>.slice`, the
+/// uid's `-` as `_`, or `pod<uid>` in a cgroupfs parent's name), in which
+/// podscope puts the pod's scope and its containers' units; a pod in a
+/// slice it shares (no cgroup parent: podscope's default) has only its
+/// scope, which holds its init alone. None then.
+pub fn pod_slice_cgroup<'a>(scope_cgroup: &'a str, uid: &str) -> Option<&'a str> {
+    if uid.is_empty() {
+        return None;
+    }
+    let (slice, _scope) = scope_cgroup.rsplit_once('/')?;
+    let name = slice.rsplit('/').next()?;
+    let own = name.ends_with(".slice")
+        && (name.contains(&format!("pod{}", uid.replace('-', "_")))
+            || name.contains(&format!("pod{uid}")));
+    own.then_some(slice)
 }
 
 pub struct PodRef<'a> {
@@ -497,6 +505,41 @@ mod tests {
         assert_eq!(parse_throttling("usage_usec 1\nuser_usec 1\n"), None);
         assert_eq!(keyed("oom 1\noom_kill 4\n", "oom_kill"), Some(4));
         assert_eq!(keyed("oom_kill x\n", "oom_kill"), None);
+    }
+
+    #[test]
+    fn a_pods_own_slice_is_kubelets() {
+        let uid = "3d0b0385-7742-43b1-17a1-7e70b04d34e4";
+        let scope = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod3d0b0385_7742_43b1_17a1_7e70b04d34e4.slice/podscope-abc.scope";
+        assert_eq!(
+            pod_slice_cgroup(scope, uid),
+            Some("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod3d0b0385_7742_43b1_17a1_7e70b04d34e4.slice")
+        );
+        // A static pod's uid has no dashes.
+        let scope = "/kubepods.slice/kubepods-podabc123.slice/podscope-1.scope";
+        assert_eq!(
+            pod_slice_cgroup(scope, "abc123"),
+            Some("/kubepods.slice/kubepods-podabc123.slice")
+        );
+        // podscope's default slice is every pod's.
+        assert_eq!(
+            pod_slice_cgroup("/podscope.slice/podscope-1.scope", "abc123"),
+            None
+        );
+        assert_eq!(
+            pod_slice_cgroup(
+                "/kubepods.slice/kubepods-podabc123.slice/podscope-1.scope",
+                ""
+            ),
+            None
+        );
+        assert_eq!(
+            pod_slice_cgroup(
+                "/kubepods.slice/kubepods-podother.slice/podscope-1.scope",
+                "abc123"
+            ),
+            None
+        );
     }
 
     #[test]
