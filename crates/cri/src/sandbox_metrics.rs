@@ -25,8 +25,7 @@
 //! One call is two bus calls, side by side, whatever the number of pods
 //! (the ready pods and the running containers), then one pass over each
 //! container's cgroup files (`stats::read_cgroup`, the mounts read once per
-//! call) and each pod's `/proc/<init>/net/dev`, off the async workers, the
-//! pods shared among a thread per core.
+//! call) and each pod's `/proc/<init>/net/dev`, off the async workers.
 
 use crate::calls::Cri;
 use crate::stats::{self, CgroupSample, InterfaceCounters, Mounts};
@@ -479,15 +478,9 @@ pub fn pod_metrics(base: &Base, interfaces: &[InterfaceCounters]) -> Vec<cri::Me
     o.metrics
 }
 
-/// At most this many threads sample one call's pods: a full node's
-/// cgroup files are some ten thousand reads, each a system call that a
-/// core does alone.
-const SAMPLERS_MAX: usize = 4;
-
 /// Every ready pod's metrics and its running containers', from one
 /// sample of each; a container whose cgroup is gone (it stopped between
-/// the listing and now) has none. The pods are shared among a thread per
-/// core (at most `SAMPLERS_MAX`), the answer in the listing's order.
+/// the listing and now) has none.
 pub fn sample_all(
     pods: &[SandboxSummary],
     containers: &[ContainerSummary],
@@ -498,31 +491,6 @@ pub fn sample_all(
     for c in containers {
         by_pod.entry(c.pod_id.as_str()).or_default().push(c);
     }
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, SAMPLERS_MAX);
-    let chunk = pods.len().div_ceil(threads).max(1);
-    std::thread::scope(|scope| {
-        let parts: Vec<_> = pods
-            .chunks(chunk)
-            .map(|part| {
-                let (mounts, by_pod) = (&mounts, &by_pod);
-                scope.spawn(move || sample_pods(part, by_pod, mounts, now_s))
-            })
-            .collect();
-        parts
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
-            .collect()
-    })
-}
-
-fn sample_pods(
-    pods: &[SandboxSummary],
-    by_pod: &HashMap<&str, Vec<&ContainerSummary>>,
-    mounts: &Mounts,
-    now_s: u64,
-) -> Vec<cri::PodSandboxMetrics> {
     pods.iter()
         .map(|d| {
             let interfaces = if d.network == NetworkMode::Pod && d.init_pid > 0 {
@@ -538,7 +506,7 @@ fn sample_pods(
                 .into_iter()
                 .flatten()
                 .filter_map(|c| {
-                    let cgroup = stats::read_cgroup(mounts, &c.cgroup)?;
+                    let cgroup = stats::read_cgroup(&mounts, &c.cgroup)?;
                     let sample = ContainerSample {
                         cgroup,
                         layer: podscope_sys::usage::usage_of(std::path::Path::new(&c.upper_dir))
@@ -555,7 +523,7 @@ fn sample_pods(
             let base = Base::pod(d);
             let mut metrics = pod_metrics(&base, &interfaces);
             if let Some(slice) = stats::pod_slice_cgroup(&d.cgroup, &d.uid) {
-                if let Some(cgroup) = stats::read_cgroup(mounts, slice) {
+                if let Some(cgroup) = stats::read_cgroup(&mounts, slice) {
                     let sample = ContainerSample {
                         cgroup,
                         layer: None,
