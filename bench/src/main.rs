@@ -13,6 +13,7 @@ mod fullnode;
 mod images;
 mod kubelet;
 mod metrics;
+mod sandbox_metrics;
 mod streaming;
 
 use cri_api::v1 as cri;
@@ -281,6 +282,10 @@ async fn main() {
     }
     if run("metrics") {
         metrics::run(&mut t).await;
+    }
+    // ListPodSandboxMetrics for 110 pods on containerd 2.3 and podscope.
+    if run("sandbox_metrics") {
+        sandbox_metrics::run(&mut t).await;
     }
     println!();
     t.print();

@@ -25,6 +25,7 @@ mod container_stop;
 mod containers;
 mod cri;
 mod cri_deadlines;
+mod cri_metrics;
 mod failpoints;
 mod images;
 // What is on the node against the records: shared with make bench's

@@ -26,6 +26,7 @@ pub mod image;
 pub mod metrics;
 pub mod pressure;
 pub mod sandbox;
+pub mod sandbox_metrics;
 pub mod server;
 pub mod service;
 pub mod stats;

@@ -524,13 +524,23 @@ impl RuntimeService for RuntimeApi {
         &self,
         _: Request<cri::ListMetricDescriptorsRequest>,
     ) -> Result<Response<cri::ListMetricDescriptorsResponse>, Status> {
-        Err(unimplemented("ListMetricDescriptors"))
+        traced("ListMetricDescriptors", "", async {
+            Ok(cri::ListMetricDescriptorsResponse {
+                descriptors: crate::sandbox_metrics::descriptors(),
+            })
+        })
+        .await
     }
     async fn list_pod_sandbox_metrics(
         &self,
         _: Request<cri::ListPodSandboxMetricsRequest>,
     ) -> Result<Response<cri::ListPodSandboxMetricsResponse>, Status> {
-        Err(unimplemented("ListPodSandboxMetrics"))
+        traced("ListPodSandboxMetrics", "", async {
+            Ok(cri::ListPodSandboxMetricsResponse {
+                pod_metrics: self.0.pod_sandbox_metrics().await?,
+            })
+        })
+        .await
     }
     /// kubelet has resized the pod's cgroup itself (its pod slice, which
     /// podscope's units sit in) and says so, best effort: the pod's new
