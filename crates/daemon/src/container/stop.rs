@@ -46,17 +46,22 @@ impl<S: SystemdClient + Clone> Containers<S> {
             notified.as_mut().enable();
             let limit = tokio::time::Instant::now() + Duration::from_secs(timeout_secs as u64);
             // Sent before the program set its handler, the signal is
-            // dropped (`signals`): sent again once it has one.
-            let dropped = c.main_pid != 0
-                && signals::disposition(c.main_pid, c.stop_signal).is_some_and(|d| d.drops());
+            // dropped (`signals`): sent again once it has one. Watched
+            // whenever the process is its namespace's init, even if it
+            // has a handler now: runc's init, a Go program, has one for
+            // every signal until it execs the container's program, which
+            // starts with none, and a signal that came in between is lost.
+            let before = (c.main_pid != 0)
+                .then(|| signals::disposition(c.main_pid, c.stop_signal))
+                .flatten();
             self.systemd
                 .kill_main(&unit, c.stop_signal)
                 .await
                 .with_context(ctx)?;
             failpoint::hit(failpoint::CTR_STOP_SIGNALLED);
-            if dropped {
+            if let Some(d) = before.filter(|d| d.namespace_init) {
                 ended = self
-                    .resend_once_caught(&c, &unit, &waker, notified.as_mut(), limit)
+                    .resend_once_caught(&c, &unit, &waker, notified.as_mut(), limit, d.drops())
                     .await
                     .with_context(ctx)?;
             }
@@ -104,10 +109,12 @@ impl<S: SystemdClient + Clone> Containers<S> {
         Ok(())
     }
 
-    /// A stop signal the container's process dropped (it had no handler
-    /// yet): wait for it to end or to set its handler, and then send the
-    /// signal again, once. True when it ended; false at `limit`, or once
-    /// the signal went again (the caller waits for the rest).
+    /// A stop signal sent to a namespace's init: wait for it to end, and
+    /// if it is seen without a handler (`dropped`: the signal was lost or
+    /// will be), send the signal again, once, when it has one. True when
+    /// it ended; false at `limit`, or once the signal went again (the
+    /// caller waits for the rest). Until it is seen without a handler it
+    /// is looked at as often as the plain wait looks at the unit.
     async fn resend_once_caught<'w>(
         &self,
         c: &Container,
@@ -115,11 +122,12 @@ impl<S: SystemdClient + Clone> Containers<S> {
         waker: &'w Notify,
         mut notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'w>>,
         limit: tokio::time::Instant,
+        mut dropped: bool,
     ) -> Result<bool> {
         while tokio::time::Instant::now() < limit {
             let step = limit
                 .saturating_duration_since(tokio::time::Instant::now())
-                .min(RESEND_CHECK);
+                .min(if dropped { RESEND_CHECK } else { RECHECK });
             if self
                 .wait_for_exit(unit, waker, notified.as_mut(), step)
                 .await?
@@ -127,7 +135,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 return Ok(true);
             }
             match signals::disposition(c.main_pid, c.stop_signal) {
-                Some(d) if d.caught => {
+                Some(d) if d.caught && dropped => {
                     debug!(
                         container_id = %c.id,
                         "container {} ({}): signal {} sent again, now that its process handles it",
@@ -141,7 +149,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 // Gone, or no longer an init that drops it.
                 None => return Ok(false),
                 Some(d) if !d.namespace_init => return Ok(false),
-                Some(_) => {}
+                Some(d) => dropped |= !d.caught,
             }
         }
         Ok(false)
