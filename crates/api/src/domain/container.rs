@@ -847,6 +847,10 @@ pub struct Container {
     /// held with its own).
     #[serde(default)]
     pub volumes: Vec<ImageVolume>,
+    /// The checkpoint archive it was made from ("" for none): its Start is
+    /// the runtime's restore from the images Create unpacked.
+    #[serde(default)]
+    pub restored_from: String,
 }
 
 /// An image mounted read-only as a volume (CRI's `Mount.image`).

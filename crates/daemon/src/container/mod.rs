@@ -25,6 +25,7 @@ pub mod oom;
 mod reconcile;
 mod remove;
 mod reopen;
+mod restore;
 pub mod rootfs;
 mod runtime;
 mod signals;
