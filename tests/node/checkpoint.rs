@@ -15,6 +15,7 @@ use std::time::Duration;
 
 const COUNTER: &str = "i=0; while :; do i=$((i+1)); echo $i; sleep 0.2; done";
 const DIR: &str = "/var/lib/podscope-node-checkpoints";
+const CONFIG: &str = "/etc/podscope/podscope.toml";
 
 /// The numbers a counter wrote to its CRI log (`<time> stdout F <n>`).
 fn counted(log: &str) -> Vec<u64> {
@@ -46,7 +47,7 @@ fn log_of(pod: &serde_json::Value, name: &str) -> String {
 
 pub fn crictl_checkpoint_and_restore() -> Outcome {
     sh(&format!("rm -rf {DIR} && mkdir -p {DIR}"))?;
-    let c = Crictl::new();
+    let c = Crictl::v1_36();
     let pod_a = pod_config("ckpt-a");
     let a = c.runp(&pod_a, "runc")?;
     let r = (|| {
@@ -111,12 +112,21 @@ pub fn crictl_checkpoint_and_restore() -> Outcome {
                 after[0] > last_before && after.windows(2).all(|w| w[1] == w[0] + 1),
                 "the restored counter does not go on from {last_before}: {after:?}"
             );
-            // Its unit's main process is the restored one.
-            let main = sh(&format!(
-                "systemctl show -P MainPID podscope-ctr-{rid}.service"
-            ))?;
+            // Its unit's main process is the restored one, in the unit's
+            // own cgroup (not the dumped container's).
+            let unit = format!("podscope-ctr-{rid}.service");
+            let main = sh(&format!("systemctl show -P MainPID {unit}"))?;
             let comm = sh(&format!("cat /proc/{}/comm", main.trim()))?;
             ensure!(comm.trim() == "sh", "the unit's main process is {comm}");
+            let cgroup = sh(&format!("systemctl show -P ControlGroup {unit}"))?;
+            let procs = sh(&format!("cat /sys/fs/cgroup{}/cgroup.procs", cgroup.trim()))?;
+            ensure!(
+                procs.lines().any(|p| p == main.trim()),
+                "the restored process {} is not in {unit}'s cgroup {} ({procs:?}); it is in {:?}",
+                main.trim(),
+                cgroup.trim(),
+                sh(&format!("cat /proc/{}/cgroup", main.trim()))
+            );
             println!(
                 "node-suite:   restored counter went on at {} (last logged before the dump {last_before})",
                 after[0]
@@ -171,6 +181,21 @@ pub fn crictl_checkpoint_and_restore() -> Outcome {
 /// the runtime for under /var/lib/kubelet/checkpoints.
 pub fn kubelet_checkpoint() -> Outcome {
     let bin = std::env::var("KUBELET_1_36").map_err(|_| "KUBELET_1_36 is not set".to_owned())?;
+    // A static pod has no runtime class here (no API server to name one):
+    // it gets the default handler, crun, which cannot checkpoint. runc is
+    // made the default, as an operator of a node that checkpoints does.
+    let shipped = std::fs::read_to_string(CONFIG).map_err(|e| format!("{CONFIG}: {e}"))?;
+    std::fs::write(CONFIG, format!("{shipped}\ndefault_runtime = \"runc\"\n"))
+        .map_err(|e| format!("{CONFIG}: {e}"))?;
+    let r = sh("systemctl restart podscoped.service").and_then(|_| kubelet_checkpoint_api(&bin));
+    // As shipped again, whatever was found.
+    let restored = std::fs::write(CONFIG, shipped)
+        .map_err(|e| format!("{CONFIG}: {e}"))
+        .and_then(|_| sh("systemctl restart podscoped.service"));
+    r.and(restored.map(|_| ()))
+}
+
+fn kubelet_checkpoint_api(bin: &str) -> Outcome {
     sh(&format!(
         "KUBELET={bin} KUBELET_ANONYMOUS=true tests/e2e/kubelet.sh start {}",
         crate::cri::ENDPOINT
@@ -191,9 +216,9 @@ pub fn kubelet_checkpoint() -> Outcome {
                 }
             }),
         );
-        // The static pod's name has the node's appended.
-        let node = sh("hostname")?;
-        let pod = format!("ckpt-{}", node.trim());
+        // The static pod's name has the node's (kubelet.sh's
+        // --hostname-override) appended.
+        let pod = format!("ckpt-{}", podscope_test_support::kubelet_client::NODE);
         let url = format!("https://127.0.0.1:10250/checkpoint/node/{pod}/counter");
         let answer = wait_for(Duration::from_secs(150), || {
             sh(&format!("curl -sk -X POST --max-time 60 {url}"))

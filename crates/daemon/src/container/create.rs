@@ -296,6 +296,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             podscope_api::domain::slice::slice_cgroup_path(&slice),
             podscope_api::domain::container::container_unit_name(&id)
         );
+        let cgroup = unit_cgroup.clone();
         let view = pod_view(&self.settings, &sb);
         let user_record = podscope_api::domain::container::ContainerUser {
             uid: user.uid,
@@ -339,7 +340,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
         };
         let json = match &restore {
             None => serde_json::to_vec_pretty(&oci).expect("a spec serialises"),
-            Some(r) => r.spec_for(&oci),
+            Some(r) => r.spec_for(&oci, &self.bundle(&id).join(super::restore::CRIU_CONF)),
         };
 
         let key = config.key(&sb.id);
@@ -354,6 +355,8 @@ impl<S: SystemdClient + Clone> Containers<S> {
         let restored_from = match restore {
             Some(r) => {
                 let path = r.path.display().to_string();
+                super::restore::write_criu_conf(&bundle.join(super::restore::CRIU_CONF), &cgroup)
+                    .map_err(|e| e.context(ctx("restore")))?;
                 self.unpack_archive(r, &bundle)
                     .await
                     .map_err(|e| e.context(ctx("restore")))?;

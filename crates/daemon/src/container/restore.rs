@@ -14,10 +14,19 @@
 use super::*;
 use std::os::fd::OwnedFd;
 
-/// The bundle's directory of CRIU images to restore from.
-pub const IMAGES: &str = "checkpoint";
+/// The bundle's directory of CRIU images to restore from (not
+/// "checkpoint": that is the container's record, `state::checkpoint`).
+pub const IMAGES: &str = "criu-images";
 /// CRIU's work directory (restore.log) for a restore.
 pub const WORK: &str = "restore.work";
+/// The CRIU configuration file of a restore, in the bundle: runc hands it
+/// to CRIU when the spec's `org.criu.config` annotation names it.
+pub const CRIU_CONF: &str = "criu-restore.conf";
+/// The annotation by which runc takes a container's CRIU configuration
+/// file (in place of /etc/criu/runc.conf).
+const CRIU_CONF_ANNOTATION: &str = "org.criu.config";
+/// runc's own CRIU configuration file, copied into a restore's.
+const RUNC_CRIU_CONF: &str = "/etc/criu/runc.conf";
 
 /// An archive checked, kept open for its unpacking.
 pub struct Restore {
@@ -29,9 +38,12 @@ pub struct Restore {
 }
 
 impl Restore {
-    /// The new spec (made for the new pod) with the dumped process.
-    pub fn spec_for(&self, oci: &podscope_oci::spec::Spec) -> Vec<u8> {
+    /// The new spec (made for the new pod) with the dumped process, and
+    /// the annotation that names the restore's CRIU configuration file
+    /// (`criu_conf`, written by `write_criu_conf`).
+    pub fn spec_for(&self, oci: &podscope_oci::spec::Spec, criu_conf: &Path) -> Vec<u8> {
         let mut v = serde_json::to_value(oci).expect("a spec serialises");
+        v["annotations"][CRIU_CONF_ANNOTATION] = criu_conf.display().to_string().into();
         if let (Some(dumped), Some(p)) = (
             archive::dumped_process(&self.checked.spec),
             v.get_mut("process").and_then(|p| p.as_object_mut()),
@@ -44,6 +56,34 @@ impl Restore {
         }
         serde_json::to_vec_pretty(&v).expect("a spec serialises")
     }
+}
+
+/// The restore's CRIU configuration: runc's own file's lines, then the
+/// new container's cgroup as CRIU's `cgroup-root`. CRIU puts the restored
+/// processes into the cgroups they were dumped from unless told another
+/// root: that is the dumped container's unit (still running, or gone), not
+/// the new one's. runc 1.1 tells CRIU the new root on cgroup v1 only (from
+/// 1.2 on v2 as well); this file tells it on both.
+pub fn criu_conf(runc_conf: &str, cgroup: &str) -> String {
+    let mut s = String::new();
+    for l in runc_conf.lines() {
+        let t = l.trim_start();
+        // Ours is the last word on the cgroup root.
+        if t.starts_with("cgroup-root") || t.starts_with("--cgroup-root") {
+            continue;
+        }
+        s.push_str(l);
+        s.push('\n');
+    }
+    s.push_str(&format!("cgroup-root {cgroup}\n"));
+    s
+}
+
+/// `criu_conf` written beside the spec.
+pub fn write_criu_conf(path: &Path, cgroup: &str) -> Result<()> {
+    let runc = std::fs::read_to_string(RUNC_CRIU_CONF).unwrap_or_default();
+    std::fs::write(path, criu_conf(&runc, cgroup))
+        .map_err(|e| Error::io(format!("write {}", path.display()), e))
 }
 
 impl<S: SystemdClient + Clone> Containers<S> {
@@ -156,5 +196,20 @@ impl<S: SystemdClient + Clone> Containers<S> {
         })
         .await
         .map_err(|e| Error::internal(format!("unpack the archive: {e}")))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn criu_conf_keeps_runcs_lines_and_names_the_new_cgroup_last() {
+        let runc = "tcp-established\ncgroup-root /elsewhere\n# a comment\n";
+        assert_eq!(
+            criu_conf(runc, "/pod.slice/podscope-ctr-abc.service"),
+            "tcp-established\n# a comment\ncgroup-root /pod.slice/podscope-ctr-abc.service\n"
+        );
+        assert_eq!(criu_conf("", "/x"), "cgroup-root /x\n");
     }
 }

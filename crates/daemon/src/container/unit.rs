@@ -360,7 +360,7 @@ mod tests {
         };
         let mut s = spec(&h);
         s.restore = Some(Restoring {
-            images: Path::new("/var/lib/podscope/containers/abc/checkpoint"),
+            images: Path::new("/var/lib/podscope/containers/abc/criu-images"),
             work: Path::new("/run/podscope/containers/abc/restore.work"),
             pid_file: Path::new("/run/podscope/containers/abc/pid"),
         });
@@ -376,7 +376,7 @@ mod tests {
                 "--bundle",
                 "/var/lib/podscope/containers/abc",
                 "--image-path",
-                "/var/lib/podscope/containers/abc/checkpoint",
+                "/var/lib/podscope/containers/abc/criu-images",
                 "--work-path",
                 "/run/podscope/containers/abc/restore.work",
                 "--pid-file",
