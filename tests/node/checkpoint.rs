@@ -16,6 +16,9 @@ use std::time::Duration;
 const COUNTER: &str = "i=0; while :; do i=$((i+1)); echo $i; sleep 0.2; done";
 const DIR: &str = "/var/lib/podscope-node-checkpoints";
 const CONFIG: &str = "/etc/podscope/podscope.toml";
+/// Where the kubelet case leaves a copy of its archive: in-vm.sh's
+/// directory, which run-node.sh reads off the disk.
+const KEPT: &str = "/var/lib/podscope-node/kubelet-checkpoint.tar";
 
 /// The numbers a counter wrote to its CRI log (`<time> stdout F <n>`).
 fn counted(log: &str) -> Vec<u64> {
@@ -55,12 +58,16 @@ pub fn crictl_checkpoint_and_restore() -> Outcome {
         let before = wait_counted(&log_of(&pod_a, "counter"), 5)?;
         let archive = format!("{DIR}/counter.tar");
         c.run(&["checkpoint", &format!("--export={archive}"), &id])?;
-        // Left running, as CRI's checkpoint leaves it.
+        // Left running, as CRI's checkpoint leaves it, and thawed: it
+        // goes on counting (it was paused for the dump and the archive).
         let (state, _) = c.state(&id)?;
         ensure!(
             state == "CONTAINER_RUNNING",
             "after the checkpoint it is {state}"
         );
+        let n = counted(&log_of(&pod_a, "counter")).len();
+        wait_counted(&log_of(&pod_a, "counter"), n + 2)
+            .map_err(|e| format!("after the checkpoint it does not count on: {e}"))?;
         // What checkpointctl reads: the images, config.dump, spec.dump (the
         // engine's annotations), the root's diff and its deletions.
         let list = sh(&format!("tar -tf {archive}"))?;
@@ -72,6 +79,8 @@ pub fn crictl_checkpoint_and_restore() -> Outcome {
             "spec.dump",
             "rootfs-diff.tar",
             "deleted.files",
+            "dump.log",
+            "stats-dump",
         ] {
             ensure!(
                 list.lines().any(|l| l == want),
@@ -244,6 +253,8 @@ fn kubelet_checkpoint_api(bin: &str) -> Outcome {
             "{archive}:\n{list}"
         );
         println!("node-suite:   kubelet 1.36 wrote {archive}");
+        // Kept for run-node.sh to bring out (checkpointctl reads it there).
+        sh(&format!("cp {archive} {KEPT}"))?;
         Ok(())
     })();
     k.stop();

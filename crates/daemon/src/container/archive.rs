@@ -34,6 +34,9 @@ pub const SPEC_DUMP: &str = "spec.dump";
 pub const ROOTFS_DIFF: &str = "rootfs-diff.tar";
 pub const DELETED_FILES: &str = "deleted.files";
 pub const DUMP_LOG: &str = "dump.log";
+/// CRIU's figures of the dump (freezing, frozen, memory dump and write
+/// times, pages): `checkpointctl inspect --stats` reads them.
+pub const STATS_DUMP: &str = "stats-dump";
 
 /// The largest config.dump, spec.dump or deleted.files read.
 const SMALL_FILE_MAX: u64 = 4 << 20;
@@ -308,6 +311,8 @@ pub struct Contents<'a> {
     pub deleted: &'a [String],
     /// CRIU's dump.log, when there is one.
     pub dump_log: Option<&'a Path>,
+    /// CRIU's stats-dump (in its work directory), when there is one.
+    pub stats_dump: Option<&'a Path>,
 }
 
 /// Write the archive into `out` and flush it to disk.
@@ -351,6 +356,9 @@ pub fn write(out: &mut File, c: &Contents<'_>) -> io::Result<()> {
     )?;
     if let Some(log) = c.dump_log.filter(|p| p.is_file()) {
         append_file(&mut b, DUMP_LOG, log)?;
+    }
+    if let Some(stats) = c.stats_dump.filter(|p| p.is_file()) {
+        append_file(&mut b, STATS_DUMP, stats)?;
     }
     let out = b.into_inner()?;
     out.flush()?;
@@ -710,6 +718,7 @@ mod tests {
                 rootfs_diff: &diff,
                 deleted: &deleted,
                 dump_log: None,
+                stats_dump: None,
             },
         )
         .unwrap();

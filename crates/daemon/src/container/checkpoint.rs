@@ -28,6 +28,24 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 const WORK_DIR: &str = "checkpoint.work";
 /// The least time a dump is given.
 const TIMEOUT_MIN: Duration = Duration::from_secs(60);
+/// How long a container's cgroup is given to freeze before its dump.
+const FREEZE_WITHIN: Duration = Duration::from_secs(10);
+
+/// A container's freezer (`Containers::freezer`).
+struct Freezer {
+    control: PathBuf,
+    freeze: &'static str,
+    thaw: &'static str,
+    state: PathBuf,
+}
+
+impl Freezer {
+    /// Whether `state` (cgroup.events on v2, freezer.state on v1) says
+    /// frozen.
+    fn frozen(state: &str) -> bool {
+        state.trim() == "FROZEN" || state.lines().any(|l| l.trim() == "frozen 1")
+    }
+}
 
 /// The transient unit a container's dump runs in.
 pub fn dump_unit(id: &ContainerId) -> String {
@@ -167,130 +185,149 @@ impl<S: SystemdClient + Clone> Containers<S> {
             })?;
         }
 
-        // The dump.
-        let t0 = std::time::Instant::now();
-        let timeout = match options.timeout_ms {
-            0 => self.settings.stop_timeout(),
-            ms => Duration::from_millis(ms),
+        // Paused while it is dumped and its files archived (a container
+        // left running): one that went on writing files between the dump
+        // and the diff would leave an archive whose files disagree with its
+        // memory, and CRIU refuses a restore where an open file changed size
+        // (CRI-O pauses likewise). CRIU leaves a cgroup it found frozen so.
+        let paused = !options.stop;
+        if paused {
+            self.freeze(&c).await.map_err(|e| e.context(ctx("pause")))?;
         }
-        .max(TIMEOUT_MIN);
-        info!(
-            container_id = %c.id,
-            step = "dump",
-            "container {} ({}): checkpoint: dumping with runtime {handler_name} into {location}",
-            c.id,
-            c.config.name
-        );
-        if let Err(e) = self
-            .dump(
-                &c,
-                handler_name,
-                handler,
-                &images,
-                &criu_work,
-                options.stop,
-                timeout,
-            )
-            .await
-        {
-            warn!(container_id = %c.id, step = "dump", "{}: {e}", ctx("dump"));
-            self.thaw(&c).await;
-            return Err(e.context(ctx("dump")));
-        }
-        let dump_us = t0.elapsed().as_micros() as u64;
-
-        // The files, the metadata, the archive.
-        let upper = rootfs::Dirs::of(&self.bundle(&c.id)).upper;
-        let spec_path = self.bundle(&c.id).join("config.json");
-        let mut spec: serde_json::Value = std::fs::read(&spec_path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .ok_or_else(|| {
-                Error::internal(format!("{}: read {}", ctx("spec"), spec_path.display()))
-            })?;
-        let created = logs::timestamp(std::time::UNIX_EPOCH + Duration::from_micros(c.created_at));
-        archive::annotate_spec(
-            &mut spec,
-            &archive::Names {
-                container: &c.config.name,
-                attempt: c.config.attempt,
-                pod_namespace: &sb.config.namespace,
-                pod_name: &sb.config.name,
-                pod_id: sb.id.as_str(),
-                created: &created,
-                ip: sb.network.ips.first().map(String::as_str),
-            },
-        );
-        let config_dump = archive::ConfigDump {
-            id: c.id.to_string(),
-            name: c.config.name.clone(),
-            rootfs_image: c.config.image.clone(),
-            rootfs_image_ref: c.image_id.clone(),
-            rootfs_image_name: c.image_name.clone(),
-            runtime: handler
-                .path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            created_time: created,
-            checkpointed_time: logs::timestamp(std::time::SystemTime::now()),
-            restored_time: archive::GO_ZERO_TIME.into(),
-            restored: false,
-        };
-        let t1 = std::time::Instant::now();
-        let diff = work.join("rootfs-diff.tar");
-        let dump_log = criu_work.join("dump.log");
-        let mut out = out;
-        let written = tokio::task::spawn_blocking(move || {
-            let f =
-                std::fs::File::create(&diff).map_err(|e| Error::io("create rootfs-diff.tar", e))?;
-            let deleted = archive::rootfs_diff(&upper, f)?;
-            archive::write(
-                &mut out,
-                &archive::Contents {
-                    config_dump: &config_dump,
-                    spec_dump: &spec,
-                    images: &images,
-                    rootfs_diff: &diff,
-                    deleted: &deleted,
-                    dump_log: Some(&dump_log),
-                },
-            )
-            .map_err(|e| Error::io("write the archive", e))?;
-            Ok::<_, Error>(out.metadata().map(|m| m.len()).unwrap_or(0))
-        })
-        .await
-        .map_err(|e| Error::internal(format!("{}: {e}", ctx("archive"))))?
-        .map_err(|e| e.context(ctx("archive")))?;
-        let dir = left.dir.as_ref().expect("held");
-        rename_noreplace(dir, &temp, &cname).map_err(|e| {
-            if e.raw_os_error() == Some(libc::EEXIST) {
-                Error::already_exists(format!(
-                    "{}: {location} was made by someone else meanwhile",
-                    ctx("archive")
-                ))
-            } else {
-                Error::io(format!("{}: rename into {location}", ctx("archive")), e)
+        let r: Result<()> = async {
+            // The dump.
+            let t0 = std::time::Instant::now();
+            let timeout = match options.timeout_ms {
+                0 => self.settings.stop_timeout(),
+                ms => Duration::from_millis(ms),
             }
-        })?;
-        left.temp = None;
-        // SAFETY: fsync on a directory we hold.
-        unsafe { libc::fsync(dir.as_raw_fd()) };
-        info!(
-            event = podscope_sys::logging::event::CONTAINER_CHECKPOINTED,
-            container_id = %c.id,
-            sandbox_id = %c.pod_id,
-            step = "done",
-            archive = %location,
-            archive_bytes = written,
-            dump_us,
-            archive_us = t1.elapsed().as_micros() as u64,
-            "container {} ({}) checkpointed into {location} ({written} bytes){}",
-            c.id,
-            c.config.name,
-            if options.stop { ", and stopped" } else { "" }
-        );
-        Ok(())
+            .max(TIMEOUT_MIN);
+            info!(
+                container_id = %c.id,
+                step = "dump",
+                "container {} ({}): checkpoint: dumping with runtime {handler_name} into {location}",
+                c.id,
+                c.config.name
+            );
+            if let Err(e) = self
+                .dump(
+                    &c,
+                    handler_name,
+                    handler,
+                    &images,
+                    &criu_work,
+                    options.stop,
+                    timeout,
+                )
+                .await
+            {
+                warn!(container_id = %c.id, step = "dump", "{}: {e}", ctx("dump"));
+                return Err(e.context(ctx("dump")));
+            }
+            let dump_us = t0.elapsed().as_micros() as u64;
+
+            // The files, the metadata, the archive.
+            let upper = rootfs::Dirs::of(&self.bundle(&c.id)).upper;
+            let spec_path = self.bundle(&c.id).join("config.json");
+            let mut spec: serde_json::Value = std::fs::read(&spec_path)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .ok_or_else(|| {
+                    Error::internal(format!("{}: read {}", ctx("spec"), spec_path.display()))
+                })?;
+            let created = logs::timestamp(std::time::UNIX_EPOCH + Duration::from_micros(c.created_at));
+            archive::annotate_spec(
+                &mut spec,
+                &archive::Names {
+                    container: &c.config.name,
+                    attempt: c.config.attempt,
+                    pod_namespace: &sb.config.namespace,
+                    pod_name: &sb.config.name,
+                    pod_id: sb.id.as_str(),
+                    created: &created,
+                    ip: sb.network.ips.first().map(String::as_str),
+                },
+            );
+            let config_dump = archive::ConfigDump {
+                id: c.id.to_string(),
+                name: c.config.name.clone(),
+                rootfs_image: c.config.image.clone(),
+                rootfs_image_ref: c.image_id.clone(),
+                rootfs_image_name: c.image_name.clone(),
+                runtime: handler
+                    .path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                created_time: created,
+                checkpointed_time: logs::timestamp(std::time::SystemTime::now()),
+                restored_time: archive::GO_ZERO_TIME.into(),
+                restored: false,
+            };
+            let t1 = std::time::Instant::now();
+            let diff = work.join("rootfs-diff.tar");
+            let dump_log = criu_work.join(archive::DUMP_LOG);
+            let stats_dump = criu_work.join(archive::STATS_DUMP);
+            let mut out = out;
+            let written = tokio::task::spawn_blocking(move || {
+                let f =
+                    std::fs::File::create(&diff).map_err(|e| Error::io("create rootfs-diff.tar", e))?;
+                let deleted = archive::rootfs_diff(&upper, f)?;
+                archive::write(
+                    &mut out,
+                    &archive::Contents {
+                        config_dump: &config_dump,
+                        spec_dump: &spec,
+                        images: &images,
+                        rootfs_diff: &diff,
+                        deleted: &deleted,
+                        dump_log: Some(&dump_log),
+                        stats_dump: Some(&stats_dump),
+                    },
+                )
+                .map_err(|e| Error::io("write the archive", e))?;
+                Ok::<_, Error>(out.metadata().map(|m| m.len()).unwrap_or(0))
+            })
+            .await
+            .map_err(|e| Error::internal(format!("{}: {e}", ctx("archive"))))?
+            .map_err(|e| e.context(ctx("archive")))?;
+            let dir = left.dir.as_ref().expect("held");
+            rename_noreplace(dir, &temp, &cname).map_err(|e| {
+                if e.raw_os_error() == Some(libc::EEXIST) {
+                    Error::already_exists(format!(
+                        "{}: {location} was made by someone else meanwhile",
+                        ctx("archive")
+                    ))
+                } else {
+                    Error::io(format!("{}: rename into {location}", ctx("archive")), e)
+                }
+            })?;
+            left.temp = None;
+            // SAFETY: fsync on a directory we hold.
+            unsafe { libc::fsync(dir.as_raw_fd()) };
+            info!(
+                event = podscope_sys::logging::event::CONTAINER_CHECKPOINTED,
+                container_id = %c.id,
+                sandbox_id = %c.pod_id,
+                step = "done",
+                archive = %location,
+                archive_bytes = written,
+                dump_us,
+                archive_us = t1.elapsed().as_micros() as u64,
+                "container {} ({}) checkpointed into {location} ({written} bytes){}",
+                c.id,
+                c.config.name,
+                if options.stop { ", and stopped" } else { "" }
+            );
+            Ok(())
+        }
+        .await;
+        // Thawed once the archive is whole, or after any failure (a dump
+        // cut short may leave it frozen too).
+        if paused || r.is_err() {
+            self.thaw(&c).await;
+        }
+        r
     }
 
     /// The container's process must be its PID namespace's only tree:
@@ -438,22 +475,59 @@ impl<S: SystemdClient + Clone> Containers<S> {
         Err(Error::new(ErrorKind::RuntimeFailed, msg))
     }
 
-    /// A dump cut short may leave the container frozen (CRIU freezes its
-    /// cgroup first): thawed again, best effort.
-    async fn thaw(&self, c: &Container) {
+    /// The container's freezer: the file that freezes and thaws it, the
+    /// words for each, and the file that says when it is frozen.
+    fn freezer(&self, c: &Container) -> Freezer {
         let cg = c.cgroup_path();
         let cg = cg.trim_start_matches('/');
         if self.cgroup_v2 {
-            let f = Path::new(unified::CGROUP_V2_ROOT)
-                .join(cg)
-                .join("cgroup.freeze");
-            let _ = self.hostns.try_write(&f, b"0").await;
+            let dir = Path::new(unified::CGROUP_V2_ROOT).join(cg);
+            Freezer {
+                control: dir.join("cgroup.freeze"),
+                freeze: "1",
+                thaw: "0",
+                state: dir.join("cgroup.events"),
+            }
         } else {
             let f = Path::new("/sys/fs/cgroup/freezer")
                 .join(cg)
                 .join("freezer.state");
-            let _ = self.hostns.try_write(&f, b"THAWED").await;
+            Freezer {
+                control: f.clone(),
+                freeze: "FROZEN",
+                thaw: "THAWED",
+                state: f,
+            }
         }
+    }
+
+    /// Freeze the container's cgroup and wait until it is frozen.
+    async fn freeze(&self, c: &Container) -> Result<()> {
+        let f = self.freezer(c);
+        self.hostns.write(&f.control, f.freeze.as_bytes()).await?;
+        let end = std::time::Instant::now() + FREEZE_WITHIN;
+        loop {
+            let state = std::fs::read_to_string(&f.state).unwrap_or_default();
+            if Freezer::frozen(&state) {
+                return Ok(());
+            }
+            if std::time::Instant::now() > end {
+                self.thaw(c).await;
+                return Err(Error::timeout(format!(
+                    "its cgroup did not freeze within {} s ({}: {:?}); thawed",
+                    FREEZE_WITHIN.as_secs(),
+                    f.state.display(),
+                    state.trim()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Thaw the container's cgroup, best effort.
+    async fn thaw(&self, c: &Container) {
+        let f = self.freezer(c);
+        let _ = self.hostns.try_write(&f.control, f.thaw.as_bytes()).await;
     }
 }
 
@@ -513,4 +587,18 @@ fn rename_noreplace(
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Freezer;
+
+    #[test]
+    fn frozen_as_v1_and_v2_say_it() {
+        assert!(Freezer::frozen("FROZEN\n"));
+        assert!(!Freezer::frozen("FREEZING\n"));
+        assert!(!Freezer::frozen("THAWED\n"));
+        assert!(Freezer::frozen("populated 1\nfrozen 1\n"));
+        assert!(!Freezer::frozen("populated 1\nfrozen 0\n"));
+    }
 }
