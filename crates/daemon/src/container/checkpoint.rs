@@ -22,12 +22,15 @@
 use super::*;
 use podscope_api::container::CheckpointOptions;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
 
 /// The dump's working directory in the bundle: `images/` (CRIU's images)
 /// and `work/` (its log), and the rootfs diff while the archive is made.
 const WORK_DIR: &str = "checkpoint.work";
 /// The least time a dump is given.
 const TIMEOUT_MIN: Duration = Duration::from_secs(60);
+/// In the working directory: the temporary archive's path.
+const TEMP_NAMED: &str = "archive";
 /// How long a container's cgroup is given to freeze before its dump.
 const FREEZE_WITHIN: Duration = Duration::from_secs(10);
 
@@ -190,10 +193,21 @@ impl<S: SystemdClient + Clone> Containers<S> {
         // and the diff would leave an archive whose files disagree with its
         // memory, and CRIU refuses a restore where an open file changed size
         // (CRI-O pauses likewise). CRIU leaves a cgroup it found frozen so.
+        // Where the temporary archive is, for a recovery after the daemon
+        // died here (`recover_cut_short`).
+        std::fs::write(
+            work.join(TEMP_NAMED),
+            dir_path
+                .join(temp.to_string_lossy().as_ref())
+                .as_os_str()
+                .as_encoded_bytes(),
+        )
+        .map_err(|e| Error::io(format!("{}: write {TEMP_NAMED}", ctx("work directory")), e))?;
         let paused = !options.stop;
         if paused {
             self.freeze(&c).await.map_err(|e| e.context(ctx("pause")))?;
         }
+        failpoint::hit(failpoint::CTR_CHECKPOINT_FROZEN);
         let r: Result<()> = async {
             // The dump.
             let t0 = std::time::Instant::now();
@@ -473,6 +487,42 @@ impl<S: SystemdClient + Clone> Containers<S> {
             msg.push_str(&format!(": {e}"));
         }
         Err(Error::new(ErrorKind::RuntimeFailed, msg))
+    }
+
+    /// At recovery, a running container whose checkpoint the daemon's end
+    /// cut short (its working directory is there): the dump's unit
+    /// stopped, the container thawed, the temporary archive and the
+    /// working directory removed. Whether one was found.
+    pub(super) async fn recover_cut_short(&self, c: &Container) -> bool {
+        let work = self.bundle(&c.id).join(WORK_DIR);
+        if !work.is_dir() {
+            return false;
+        }
+        let unit = dump_unit(&c.id);
+        let _ = self.force_stop(&unit).await;
+        let _ = self.systemd.reset_failed(&unit).await;
+        self.thaw(c).await;
+        if let Ok(temp) = std::fs::read(work.join(TEMP_NAMED)) {
+            let temp = PathBuf::from(std::ffi::OsString::from_vec(temp));
+            if let (Some(dir), Some(name)) = (temp.parent(), temp.file_name()) {
+                if let (Ok(fd), Ok(name)) = (
+                    self.hostns.open_dir(dir).await,
+                    cstring(name.as_encoded_bytes()),
+                ) {
+                    // SAFETY: unlinkat on a directory we hold, a valid C string.
+                    unsafe { libc::unlinkat(fd.as_raw_fd(), name.as_ptr(), 0) };
+                }
+            }
+        }
+        let _ = crate::state::files::remove_tree_on_one_fs(&work);
+        warn!(
+            container_id = %c.id,
+            step = "recover-checkpoint",
+            "container {} ({}): a checkpoint cut short by the daemon's end: its dump stopped, the container thawed, its temporary archive removed",
+            c.id,
+            c.config.name
+        );
+        true
     }
 
     /// The container's freezer: the file that freezes and thaws it, the
