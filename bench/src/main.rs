@@ -4,6 +4,7 @@
 
 mod abuse;
 mod anchor;
+mod checkpoint;
 mod clients;
 mod cluster;
 mod containers;
@@ -193,7 +194,10 @@ async fn main() {
     // CDI devices of 50 spec files on podscope with crun and runc and on
     // containerd 2.3), fullnode (110 pods x 4
     // containers created and drained on containerd 1.6, 2.3 and podscope),
-    // metrics (a scrape's cost with a full node running).
+    // metrics (a scrape's cost with a full node running), sandbox_metrics
+    // (ListPodSandboxMetrics for 110 pods on containerd 2.3 and podscope),
+    // checkpoint (CheckpointContainer and a restore of 64 MiB in use, on
+    // runc with CRIU 4.1: CRIU_4_1).
     let only: Vec<String> = std::env::args().skip(1).collect();
     match only.first().map(String::as_str) {
         Some("as-caller") => return as_caller(&only[1..]).await,
@@ -283,9 +287,11 @@ async fn main() {
     if run("metrics") {
         metrics::run(&mut t).await;
     }
-    // ListPodSandboxMetrics for 110 pods on containerd 2.3 and podscope.
     if run("sandbox_metrics") {
         sandbox_metrics::run(&mut t).await;
+    }
+    if run("checkpoint") {
+        checkpoint::run(&mut t).await;
     }
     println!();
     t.print();

@@ -18,6 +18,9 @@
 #   KUBELET         the kubelet binary (harness.sh binds KUBELET= in at
 #                   $TOOLS/kubelet; default ../shared/tools/kubelet)
 #   FEATURE_GATES   kubelet feature gates, e.g. EventedPLEG=true (bench)
+#   KUBELET_ANONYMOUS=true  anonymous requests on the authenticated port
+#                   (10250, loopback only), allowed everything: make node's
+#                   checkpoint API case (POST /checkpoint/...)
 #
 # A node of a cluster (make cluster, tests/cluster/node.sh) instead, when
 # KUBELET_KUBECONFIG names its credentials towards the API server:
@@ -80,7 +83,7 @@ address: 127.0.0.1
 # server, and kubelet refuses to start without one.
 authentication:
   anonymous:
-    enabled: false
+    enabled: ${KUBELET_ANONYMOUS:-false}
   webhook:
     enabled: false
 authorization:

@@ -11,6 +11,7 @@ mod activation;
 mod authorization;
 mod bus;
 mod cdi;
+mod checkpoint;
 mod cli;
 mod clients;
 mod container_cli;

@@ -504,9 +504,19 @@ impl RuntimeService for RuntimeApi {
     }
     async fn checkpoint_container(
         &self,
-        _: Request<cri::CheckpointContainerRequest>,
+        req: Request<cri::CheckpointContainerRequest>,
     ) -> Result<Response<cri::CheckpointContainerResponse>, Status> {
-        Err(unimplemented("CheckpointContainer"))
+        let req = req.into_inner();
+        let frontend = self.0.clone();
+        traced(
+            "CheckpointContainer",
+            &req.container_id.clone(),
+            async move {
+                detached(async move { frontend.checkpoint_container(req).await }).await?;
+                Ok(cri::CheckpointContainerResponse {})
+            },
+        )
+        .await
     }
 
     type GetContainerEventsStream = Streamed<cri::ContainerEventResponse>;

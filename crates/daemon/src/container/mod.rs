@@ -13,7 +13,9 @@
 //! their own, so a caller hanging up never cuts a step short. Lock order:
 //! the pod's `op`, the pod's `members` gate, then the container's `op`.
 
+pub mod archive;
 mod attach;
+mod checkpoint;
 mod cpuacct;
 mod create;
 mod exec;
@@ -23,6 +25,7 @@ pub mod oom;
 mod reconcile;
 mod remove;
 mod reopen;
+mod restore;
 pub mod rootfs;
 mod runtime;
 mod signals;
