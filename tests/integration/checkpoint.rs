@@ -11,9 +11,14 @@ use podscope_api::container::{CheckpointOptions, ContainerOptions, Security};
 use podscope_api::domain::container::ContainerState;
 use podscope_api::domain::NamespaceMode;
 use podscope_api::{CreateOptions, ErrorKind};
+use podscope_oci::checkpoint_seal::{Sealer, KEY_LEN, SEAL_MEMBER};
 use podscope_test_support::harness::*;
 use std::path::Path;
 use std::time::Duration;
+
+/// The node's checkpoint key (made by the daemon at its first checkpoint
+/// or restore).
+const KEY: &str = "/var/lib/podscope/checkpoint.key";
 
 const COUNTER: &str = "i=0; while :; do i=$((i+1)); echo $i; sleep 0.2; done";
 
@@ -22,6 +27,53 @@ fn archive_dir(tag: &str) -> String {
     let d = format!("/var/lib/podscope-test/{}", uniq(tag));
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// An archive with busybox's config.dump, a spec.dump and one CRIU image,
+/// sealed with `key` (the node's, as its own checkpoint would be) or with
+/// `seal` as written; or unsealed.
+fn archive(path: &str, key: Option<&[u8; KEY_LEN]>, seal: Option<&[u8]>) {
+    let members: [(&str, &[u8]); 3] = [
+        ("checkpoint/pages-1.img", &[0x5a; 4096]),
+        (
+            "config.dump",
+            br#"{"id":"x","name":"c","rootfsImageName":"docker.io/library/busybox:latest"}"#,
+        ),
+        ("spec.dump", b"{}"),
+    ];
+    let mut b = tar::Builder::new(std::fs::File::create(path).unwrap());
+    let mut sealer = key.map(Sealer::new);
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Directory);
+    h.set_mode(0o700);
+    h.set_size(0);
+    b.append_data(&mut h, "checkpoint/", std::io::empty())
+        .unwrap();
+    if let Some(s) = sealer.as_mut() {
+        s.member("checkpoint", b'5', 0);
+    }
+    for (name, data) in members {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_mode(0o600);
+        h.set_size(data.len() as u64);
+        b.append_data(&mut h, name, data).unwrap();
+        if let Some(s) = sealer.as_mut() {
+            s.member(name, b'0', data.len() as u64);
+            s.update(data);
+        }
+    }
+    let seal = sealer
+        .map(|s| s.finish().into_bytes())
+        .or(seal.map(<[u8]>::to_vec));
+    if let Some(seal) = seal {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_mode(0o600);
+        h.set_size(seal.len() as u64);
+        b.append_data(&mut h, SEAL_MEMBER, &seal[..]).unwrap();
+    }
+    b.into_inner().unwrap();
 }
 
 /// What is in `dir`, sorted.
@@ -312,7 +364,10 @@ async fn a_container_in_its_pods_pid_namespace_is_named() {
 
 /// A restore's archive is hostile input, checked whole before anything is
 /// made: not a tar, a truncated one, one without CRIU's images, one whose
-/// image member is a link out. Each InvalidArgument naming the file.
+/// image member is a link out, one not sealed with the node's checkpoint
+/// key (a restore runs its CRIU images as root). Each InvalidArgument
+/// naming the file; none repeats what it read of a file that is not an
+/// archive (tar's own errors quote a header's bytes).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restore_from_a_bad_archive_is_named_and_makes_nothing() {
     let _cleanup = Cleanup::new();
@@ -345,12 +400,28 @@ async fn a_restore_from_a_bad_archive_is_named_and_makes_nothing() {
          tar -C {bare} -cf {dir}/whole.tar config.dump spec.dump checkpoint && \
          head -c 600000 {dir}/whole.tar > {dir}/cut.tar"
     ));
+    // A file of the host's that is not an archive: tar reads its first
+    // 512 bytes as a header.
+    std::fs::write(
+        format!("{dir}/secret.tar"),
+        "root:hunter2-hash:19000:0:99999:7:::\n".repeat(20),
+    )
+    .unwrap();
+    // Whole and well formed, but with no seal, or a seal of another key.
+    archive(&format!("{dir}/unsealed.tar"), None, None);
+    archive(&format!("{dir}/forged.tar"), None, Some(&[b'0'; 64]));
+    archive(&format!("{dir}/otherkey.tar"), Some(&[0x42; KEY_LEN]), None);
     for (file, named) in [
         ("junk.tar", "not a checkpoint archive"),
         ("noimages.tar", "no CRIU images"),
         ("link.tar", "plain files"),
         ("cut.tar", "not a checkpoint archive"),
         ("missing.tar", "missing.tar"),
+        ("secret.tar", "not a tar archive"),
+        ("whole.tar", "carries no podscope.seal"),
+        ("unsealed.tar", "carries no podscope.seal"),
+        ("forged.tar", "is not this node's key's seal of it"),
+        ("otherkey.tar", "is not this node's key's seal of it"),
     ] {
         let before = all_container_traces();
         let path = format!("{dir}/{file}");
@@ -369,6 +440,10 @@ async fn a_restore_from_a_bad_archive_is_named_and_makes_nothing() {
         assert!(
             msg.contains(named),
             "{file}: the error names {named:?}: {msg}"
+        );
+        assert!(
+            !msg.contains("hunter2"),
+            "{file}: the error repeats the file: {msg}"
         );
         assert_eq!(
             all_container_traces(),
@@ -403,5 +478,35 @@ async fn a_manage_only_user_can_neither_checkpoint_nor_restore() {
             "CreateContainer ssusa{{sv}} {pod} stolen 0 /etc/shadow 0"
         )),
     );
+    // A container restored by root: its process is what the archive's
+    // images say (CRIU restores their user, capabilities and mounts as
+    // root), so starting it, or a process in it, is "checkpoint" too.
+    let dir = archive_dir("ckpt-iso");
+    let forged = format!("{dir}/forged.tar");
+    archive(&forged, None, Some(&[b'0'; 64]));
+    // (The daemon makes its key at the first checkpoint, or restore that
+    // gets as far as the seal.)
+    let _ = m
+        .create_container(&pod, "first", 0, &forged, &ContainerOptions::default())
+        .await;
+    let key: [u8; KEY_LEN] = std::fs::read(KEY)
+        .expect("the node's checkpoint key")
+        .try_into()
+        .expect("a key of 32 bytes");
+    let sealed = format!("{dir}/sealed.tar");
+    archive(&sealed, Some(&key), None);
+    let (restored, _) = m
+        .create_container(&pod, "restored", 0, &sealed, &ContainerOptions::default())
+        .await
+        .expect("a restore from an archive sealed with the node's key is created");
+    assert_needs_privileged(
+        "StartContainer of a restored container",
+        as_nobody(&format!("podscopectl container start {restored}")),
+    );
+    assert_needs_privileged(
+        "Exec in a restored container",
+        as_nobody(&format!("podscopectl exec {restored} true </dev/null")),
+    );
     m.remove(&pod).await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -210,14 +210,27 @@ impl Service {
     }
 
     /// The host access a process run in this container has: its pod's host
-    /// namespaces and its own (`ContainerConfig::host_access`).
+    /// namespaces and its own (`ContainerConfig::host_access`); and, for a
+    /// container restored from a checkpoint, the privilege "checkpoint":
+    /// its process is what the archive's CRIU images say (their user,
+    /// capabilities, seccomp filter and mounts, which CRIU restores as
+    /// root), not what its config says, and its Start runs CRIU.
     fn run_privileges(&self, entry: &ContainerEntry) -> Vec<String> {
-        let (pod_id, mut own) = entry.with(|c| (c.pod_id.clone(), c.config.host_access()));
+        let (pod_id, mut own, restored) = entry.with(|c| {
+            (
+                c.pod_id.clone(),
+                c.config.host_access(),
+                !c.restored_from.is_empty(),
+            )
+        });
         let mut p = match self.pods.get(&pod_id) {
             Some(pod) => pod.with(|sb| sb.config.host_namespaces()),
             None => Vec::new(),
         };
         p.append(&mut own);
+        if restored {
+            p.push(podscope_api::domain::container::CHECKPOINT_PRIVILEGE.to_owned());
+        }
         p
     }
 

@@ -11,16 +11,23 @@
 //!   checkpointctl reads the pod and container names from);
 //! - `rootfs-diff.tar`: its writable layer's files; `deleted.files`: the
 //!   paths its writable layer deleted (a JSON list);
-//! - `dump.log`: CRIU's own log of the dump.
+//! - `dump.log`: CRIU's own log of the dump;
+//! - `podscope.seal`: podscope's own, last: the seal of all the rest under
+//!   the node's checkpoint key (`podscope_oci::checkpoint_seal`).
 //!
 //! Reading one is reading hostile input: sizes are bounded, the images are
 //! plain files in one directory, the root file system's diff goes through
 //! the layer unpacker (`image::unpack`, confined to the new upper
-//! directory), and a deleted path is a whiteout made beneath it.
+//! directory), and a deleted path is a whiteout made beneath it. And a
+//! restore runs CRIU as root on the images, which say what the restored
+//! process may do: so only a sealed archive is restored, the seal checked
+//! over the bytes the restore itself read (a file changed between the
+//! check and the unpacking fails it).
 
 use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fstatat, Mode, SFlag};
 use podscope_api::error::{Error, Result};
+use podscope_oci::checkpoint_seal::{Sealer, SEAL_LEN, SEAL_MEMBER};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, Read, Seek, Write};
@@ -120,14 +127,39 @@ pub fn annotate_spec(spec: &mut serde_json::Value, n: &Names<'_>) {
 /// `out`), and the paths it deleted (its whiteouts: 0/0 character devices).
 /// Walked by descriptor, each directory and file opened beneath the one
 /// before without following a link: the container runs meanwhile and may
-/// swap a directory for a symbolic link.
-pub fn rootfs_diff(upper: &Path, out: File) -> Result<Vec<String>> {
+/// swap a directory for a symbolic link. Bounded as a layer is (`limits`,
+/// podscope.toml's layer_max_bytes and layer_max_entries): a container
+/// that fills its layer (sparse files count whole) cannot fill the disk
+/// with its diff, and a restore would refuse a larger one anyway.
+pub fn rootfs_diff(
+    upper: &Path,
+    out: File,
+    limits: &crate::image::unpack::Limits,
+) -> Result<Vec<String>> {
     let root = open_dir_nofollow(None, upper.as_os_str().as_bytes())
         .map_err(|e| Error::io(format!("open {}", upper.display()), e))?;
     let mut b = tar::Builder::new(out);
     let mut deleted = Vec::new();
-    walk(&mut b, &root, PathBuf::new(), &mut deleted, 0)
-        .map_err(|e| Error::io(format!("read {}", upper.display()), e))?;
+    let mut left = Budget {
+        bytes: limits.max_bytes,
+        entries: limits.max_entries,
+    };
+    walk(&mut b, &root, PathBuf::new(), &mut deleted, 0, &mut left).map_err(|e| {
+        if e.kind() == io::ErrorKind::FileTooLarge {
+            Error::invalid(
+                "container",
+                format!(
+                    "its writable layer {}: {e} (podscope.toml's layer_max_bytes {}, \
+                     layer_max_entries {}, which a restore holds it to too)",
+                    upper.display(),
+                    limits.max_bytes,
+                    limits.max_entries
+                ),
+            )
+        } else {
+            Error::io(format!("read {}", upper.display()), e)
+        }
+    })?;
     b.into_inner()
         .and_then(|f| f.sync_all())
         .map_err(|e| Error::io("write rootfs-diff.tar", e))?;
@@ -156,12 +188,39 @@ fn open_dir_nofollow(dir: Option<&OwnedFd>, name: &[u8]) -> io::Result<OwnedFd> 
 /// Deeper than this is no container's file system.
 const DEPTH_MAX: usize = 256;
 
+/// What a diff may still take.
+struct Budget {
+    bytes: u64,
+    entries: u64,
+}
+
+impl Budget {
+    /// One entry of `bytes`, or FileTooLarge saying which bound it passed.
+    fn take(&mut self, path: &Path, bytes: u64) -> io::Result<()> {
+        let over = |what: String| io::Error::new(io::ErrorKind::FileTooLarge, what);
+        self.entries = self.entries.checked_sub(1).ok_or_else(|| {
+            over(format!(
+                "has more entries than the bound, at {}",
+                path.display()
+            ))
+        })?;
+        self.bytes = self.bytes.checked_sub(bytes).ok_or_else(|| {
+            over(format!(
+                "holds more bytes than the bound, at {}",
+                path.display()
+            ))
+        })?;
+        Ok(())
+    }
+}
+
 fn walk(
     b: &mut tar::Builder<File>,
     dir: &OwnedFd,
     rel: PathBuf,
     deleted: &mut Vec<String>,
     depth: usize,
+    left: &mut Budget,
 ) -> io::Result<()> {
     if depth > DEPTH_MAX {
         return Err(io::Error::other(format!(
@@ -207,6 +266,12 @@ fn walk(
             deleted.push(format!("/{}", path.display()));
             continue;
         }
+        let size = if kind == SFlag::S_IFREG {
+            st.st_size.max(0) as u64
+        } else {
+            0
+        };
+        left.take(&path, size)?;
         match kind {
             SFlag::S_IFDIR => {
                 h.set_entry_type(tar::EntryType::Directory);
@@ -216,7 +281,7 @@ fn walk(
                     Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
                     Err(e) => return Err(e),
                 };
-                walk(b, &sub, path, deleted, depth + 1)?;
+                walk(b, &sub, path, deleted, depth + 1, left)?;
             }
             SFlag::S_IFREG => {
                 let c = std::ffi::CString::new(name.as_bytes())
@@ -242,11 +307,12 @@ fn walk(
                 if !m.is_file() {
                     continue;
                 }
+                // No more than the size counted (it may grow meanwhile).
+                let len = m.len().min(size);
                 h.set_entry_type(tar::EntryType::Regular);
-                h.set_size(m.len());
-                // What the file holds now, no more than its size then
-                // (it may grow meanwhile), padded if it shrank.
-                let data = f.take(m.len()).chain(io::repeat(0)).take(m.len());
+                h.set_size(len);
+                // What the file holds now, padded if it shrank.
+                let data = f.take(len).chain(io::repeat(0)).take(len);
                 b.append_data(&mut h, &path, data)?;
             }
             SFlag::S_IFLNK => {
@@ -273,25 +339,63 @@ fn walk(
     Ok(())
 }
 
-/// Append the file at `path` under `name`.
-fn append_file(b: &mut tar::Builder<&mut File>, name: &str, path: &Path) -> io::Result<()> {
-    let mut f = File::open(path)?;
-    let len = f.metadata()?.len();
-    let mut h = tar::Header::new_gnu();
-    h.set_entry_type(tar::EntryType::Regular);
-    h.set_mode(0o600);
-    h.set_size(len);
-    h.set_mtime(now_secs());
-    b.append_data(&mut h, name, (&mut f).take(len))
+/// An archive being written, each member counted into its seal.
+struct Writer<'a> {
+    b: tar::Builder<&'a mut File>,
+    sealer: Sealer,
 }
 
-fn append_bytes(b: &mut tar::Builder<&mut File>, name: &str, data: &[u8]) -> io::Result<()> {
-    let mut h = tar::Header::new_gnu();
-    h.set_entry_type(tar::EntryType::Regular);
-    h.set_mode(0o600);
-    h.set_size(data.len() as u64);
-    h.set_mtime(now_secs());
-    b.append_data(&mut h, name, data)
+impl Writer<'_> {
+    fn append(
+        &mut self,
+        name: &str,
+        t: tar::EntryType,
+        mode: u32,
+        len: u64,
+        data: impl Read,
+    ) -> io::Result<()> {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(t);
+        h.set_mode(mode);
+        h.set_size(len);
+        h.set_mtime(now_secs());
+        self.sealer
+            .member(name.trim_end_matches('/'), t.as_byte(), len);
+        let data = self.sealer.reader(data.take(len));
+        self.b.append_data(&mut h, name, data)
+    }
+
+    /// Append the file at `path` under `name`.
+    fn file(&mut self, name: &str, path: &Path) -> io::Result<()> {
+        let f = File::open(path)?;
+        let len = f.metadata()?.len();
+        self.append(name, tar::EntryType::Regular, 0o600, len, f)
+    }
+
+    fn bytes(&mut self, name: &str, data: &[u8]) -> io::Result<()> {
+        self.append(
+            name,
+            tar::EntryType::Regular,
+            0o600,
+            data.len() as u64,
+            data,
+        )
+    }
+
+    /// The seal, last.
+    fn seal(self) -> io::Result<()> {
+        let Writer { mut b, sealer } = self;
+        let seal = sealer.finish();
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_mode(0o600);
+        h.set_size(seal.len() as u64);
+        h.set_mtime(now_secs());
+        b.append_data(&mut h, SEAL_MEMBER, seal.as_bytes())?;
+        let out = b.into_inner()?;
+        out.flush()?;
+        out.sync_all()
+    }
 }
 
 fn now_secs() -> u64 {
@@ -315,15 +419,20 @@ pub struct Contents<'a> {
     pub stats_dump: Option<&'a Path>,
 }
 
-/// Write the archive into `out` and flush it to disk.
-pub fn write(out: &mut File, c: &Contents<'_>) -> io::Result<()> {
-    let mut b = tar::Builder::new(out);
-    let mut h = tar::Header::new_gnu();
-    h.set_entry_type(tar::EntryType::Directory);
-    h.set_mode(0o700);
-    h.set_size(0);
-    h.set_mtime(now_secs());
-    b.append_data(&mut h, format!("{IMAGES_DIR}/"), io::empty())?;
+/// Write the archive into `out`, sealed with `sealer` (the node's key),
+/// and flush it to disk.
+pub fn write(out: &mut File, c: &Contents<'_>, sealer: Sealer) -> io::Result<()> {
+    let mut w = Writer {
+        b: tar::Builder::new(out),
+        sealer,
+    };
+    w.append(
+        &format!("{IMAGES_DIR}/"),
+        tar::EntryType::Directory,
+        0o700,
+        0,
+        io::empty(),
+    )?;
     let mut images: Vec<PathBuf> = std::fs::read_dir(c.images)?
         .map(|e| e.map(|e| e.path()))
         .collect::<io::Result<_>>()?;
@@ -335,34 +444,29 @@ pub fn write(out: &mut File, c: &Contents<'_>) -> io::Result<()> {
         }
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
         if let Some(name) = name {
-            append_file(&mut b, &format!("{IMAGES_DIR}/{name}"), &p)?;
+            w.file(&format!("{IMAGES_DIR}/{name}"), &p)?;
         }
     }
-    append_bytes(
-        &mut b,
+    w.bytes(
         CONFIG_DUMP,
         &serde_json::to_vec_pretty(c.config_dump).expect("serialises"),
     )?;
-    append_bytes(
-        &mut b,
+    w.bytes(
         SPEC_DUMP,
         &serde_json::to_vec_pretty(c.spec_dump).expect("serialises"),
     )?;
-    append_file(&mut b, ROOTFS_DIFF, c.rootfs_diff)?;
-    append_bytes(
-        &mut b,
+    w.file(ROOTFS_DIFF, c.rootfs_diff)?;
+    w.bytes(
         DELETED_FILES,
         &serde_json::to_vec(c.deleted).expect("serialises"),
     )?;
     if let Some(log) = c.dump_log.filter(|p| p.is_file()) {
-        append_file(&mut b, DUMP_LOG, log)?;
+        w.file(DUMP_LOG, log)?;
     }
     if let Some(stats) = c.stats_dump.filter(|p| p.is_file()) {
-        append_file(&mut b, STATS_DUMP, stats)?;
+        w.file(STATS_DUMP, stats)?;
     }
-    let out = b.into_inner()?;
-    out.flush()?;
-    out.sync_all()
+    w.seal()
 }
 
 /// What an archive says of itself, read before anything is made.
@@ -373,6 +477,9 @@ pub struct Checked {
     pub deleted: Vec<String>,
     pub images: usize,
     pub has_rootfs_diff: bool,
+    /// config.dump, spec.dump and deleted.files as read: the unpacking
+    /// reads them again, and seals what it read only if it is this.
+    read: Vec<(String, Vec<u8>)>,
 }
 
 fn bad(path: &Path, why: impl std::fmt::Display) -> Error {
@@ -409,8 +516,32 @@ fn read_small(e: &mut impl Read) -> io::Result<Vec<u8>> {
     Ok(v)
 }
 
+/// tar's own error, which may quote the file's first bytes (a header's
+/// fields), is not repeated: the file may be any the host has.
+fn bad_tar(path: &Path, e: io::Error) -> Error {
+    bad(
+        path,
+        format!("it is not a tar archive, or is cut short ({:?})", e.kind()),
+    )
+}
+
+/// The seal this node's key does not match.
+fn unsealed(path: &Path, why: &str) -> Error {
+    bad(
+        path,
+        format!(
+            "{why}: podscope restores only an archive sealed with this node's checkpoint \
+             key, {} (one this node wrote, or a node given the same key), as a restore \
+             runs its CRIU images as root",
+            super::checkpoint_key::FILE
+        ),
+    )
+}
+
 /// Read the archive through once: its metadata parsed, every member's
-/// name allowed, the whole of it there (a truncated archive fails here).
+/// name allowed, the whole of it there (a truncated archive fails here),
+/// its seal last. The seal itself is checked by `extract`, over what it
+/// reads.
 pub fn check(file: &mut File, path: &Path) -> Result<Checked> {
     file.rewind().map_err(|e| Error::io("rewind", e))?;
     let mut a = tar::Archive::new(&mut *file);
@@ -420,14 +551,19 @@ pub fn check(file: &mut File, path: &Path) -> Result<Checked> {
     let mut images = 0;
     let mut images_dir = false;
     let mut has_rootfs_diff = false;
-    let entries = a.entries().map_err(|e| bad(path, e))?;
+    let mut sealed = false;
+    let mut read = Vec::new();
+    let entries = a.entries().map_err(|e| bad_tar(path, e))?;
     for e in entries {
-        let mut e = e.map_err(|e| bad(path, format!("its tar: {e}")))?;
+        let mut e = e.map_err(|e| bad_tar(path, e))?;
         let name = e
             .path()
             .ok()
             .and_then(|p| member(&p))
             .ok_or_else(|| bad(path, "a member's name climbs out or is not UTF-8"))?;
+        if sealed {
+            return Err(bad(path, format!("{name} follows its {SEAL_MEMBER}")));
+        }
         let what = |e: io::Error| bad(path, format!("{name}: {e}"));
         match name.as_str() {
             CONFIG_DUMP => {
@@ -436,6 +572,7 @@ pub fn check(file: &mut File, path: &Path) -> Result<Checked> {
                     serde_json::from_slice::<ConfigDump>(&v)
                         .map_err(|e| bad(path, format!("{CONFIG_DUMP}: {e}")))?,
                 );
+                read.push((name, v));
             }
             SPEC_DUMP => {
                 let v = read_small(&mut e).map_err(what)?;
@@ -443,11 +580,17 @@ pub fn check(file: &mut File, path: &Path) -> Result<Checked> {
                     serde_json::from_slice::<serde_json::Value>(&v)
                         .map_err(|e| bad(path, format!("{SPEC_DUMP}: {e}")))?,
                 );
+                read.push((name, v));
             }
             DELETED_FILES => {
                 let v = read_small(&mut e).map_err(what)?;
                 deleted = serde_json::from_slice::<Vec<String>>(&v)
                     .map_err(|e| bad(path, format!("{DELETED_FILES}: {e}")))?;
+                read.push((name, v));
+            }
+            SEAL_MEMBER => {
+                sealed = true;
+                io::copy(&mut e, &mut io::sink()).map_err(what)?;
             }
             ROOTFS_DIFF => {
                 has_rootfs_diff = true;
@@ -491,7 +634,11 @@ pub fn check(file: &mut File, path: &Path) -> Result<Checked> {
         ));
     }
     for d in &deleted {
-        podscope_daemon_clean(d).map_err(|why| bad(path, format!("{DELETED_FILES}: {why}")))?;
+        clean_deleted(d).map_err(|why| bad(path, format!("{DELETED_FILES}: {why}")))?;
+    }
+    // Last, so that what is wrong with a foreign archive is said first.
+    if !sealed {
+        return Err(unsealed(path, &format!("it carries no {SEAL_MEMBER}")));
     }
     Ok(Checked {
         config,
@@ -499,11 +646,12 @@ pub fn check(file: &mut File, path: &Path) -> Result<Checked> {
         deleted,
         images,
         has_rootfs_diff,
+        read,
     })
 }
 
 /// A deleted path, relative and with no `..`.
-fn podscope_daemon_clean(p: &str) -> std::result::Result<PathBuf, String> {
+fn clean_deleted(p: &str) -> std::result::Result<PathBuf, String> {
     let rel = crate::image::unpack::clean(Path::new(p))?;
     if rel.as_os_str().is_empty() {
         return Err(format!("{p:?} names the root"));
@@ -514,7 +662,10 @@ fn podscope_daemon_clean(p: &str) -> std::result::Result<PathBuf, String> {
 /// Extract the archive's CRIU images into `images` (an empty directory)
 /// and its rootfs-diff.tar onto `upper` (the new container's empty upper
 /// directory, through the layer unpacker), then make its deleted paths
-/// whiteouts there.
+/// whiteouts there; every member read counted into `sealer` (the node's
+/// key), and the archive's seal checked against it at the end. Until it
+/// is, what was unpacked is only in the new container's bundle, which a
+/// failed create removes.
 pub fn extract(
     file: &mut File,
     path: &Path,
@@ -522,20 +673,43 @@ pub fn extract(
     images: &Path,
     upper: &Path,
     limits: &crate::image::unpack::Limits,
+    mut sealer: Sealer,
 ) -> Result<()> {
     file.rewind().map_err(|e| Error::io("rewind", e))?;
     let images_fd = open_dir_nofollow(None, images.as_os_str().as_bytes())
         .map_err(|e| Error::io(format!("open {}", images.display()), e))?;
     let mut a = tar::Archive::new(&mut *file);
-    let entries = a.entries().map_err(|e| bad(path, e))?;
+    let entries = a.entries().map_err(|e| bad_tar(path, e))?;
+    let mut seal = None;
     for e in entries {
-        let mut e = e.map_err(|e| bad(path, format!("its tar: {e}")))?;
+        let mut e = e.map_err(|e| bad_tar(path, e))?;
         let name = e
             .path()
             .ok()
             .and_then(|p| member(&p))
             .ok_or_else(|| bad(path, "a member's name climbs out or is not UTF-8"))?;
-        if name == ROOTFS_DIFF {
+        if seal.is_some() {
+            return Err(bad(path, format!("{name} follows its {SEAL_MEMBER}")));
+        }
+        let what = |e: io::Error| bad(path, format!("{name}: {e}"));
+        if name == SEAL_MEMBER {
+            let mut v = Vec::new();
+            (&mut e)
+                .take(SEAL_LEN as u64 + 2)
+                .read_to_end(&mut v)
+                .map_err(what)?;
+            seal = Some(v);
+            continue;
+        }
+        let t = e.header().entry_type();
+        sealer.member(&name, t.as_byte(), e.size());
+        let mut e = sealer.reader(&mut e);
+        if let Some((_, before)) = checked.read.iter().find(|(n, _)| *n == name) {
+            let v = read_small(&mut e).map_err(what)?;
+            if v != *before {
+                return Err(bad(path, format!("{name} changed while it was read")));
+            }
+        } else if name == ROOTFS_DIFF {
             crate::image::unpack::unpack(
                 &mut e,
                 &crate::image::manifest::Compression::None,
@@ -543,10 +717,11 @@ pub fn extract(
                 limits,
             )
             .map_err(|err| err.context(format!("{}: {ROOTFS_DIFF}", path.display())))?;
-        } else if let Some(rest) = name.strip_prefix("checkpoint/") {
-            if rest.is_empty() || !e.header().entry_type().is_file() {
-                continue;
-            }
+            io::copy(&mut e, &mut io::sink()).map_err(what)?;
+        } else if let Some(rest) = name
+            .strip_prefix("checkpoint/")
+            .filter(|r| !r.is_empty() && t.is_file())
+        {
             let c = std::ffi::CString::new(rest)
                 .map_err(|_| bad(path, format!("{name}: a NUL in its name")))?;
             // SAFETY: openat with a valid C string; checked below.
@@ -572,7 +747,19 @@ pub fn extract(
             let mut f = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
             io::copy(&mut e, &mut f)
                 .map_err(|err| Error::io(format!("write {}/{rest}", images.display()), err))?;
+        } else {
+            // The images' directory, other engines' extra files: sealed too.
+            io::copy(&mut e, &mut io::sink()).map_err(what)?;
         }
+    }
+    let Some(seal) = seal else {
+        return Err(unsealed(path, &format!("it carries no {SEAL_MEMBER}")));
+    };
+    if !sealer.verify(&seal) {
+        return Err(unsealed(
+            path,
+            &format!("its {SEAL_MEMBER} is not this node's key's seal of it"),
+        ));
     }
     whiteouts(upper, &checked.deleted)
 }
@@ -584,7 +771,7 @@ fn whiteouts(upper: &Path, deleted: &[String]) -> Result<()> {
     let root = open_dir_nofollow(None, upper.as_os_str().as_bytes())
         .map_err(|e| Error::io(format!("open {}", upper.display()), e))?;
     for d in deleted {
-        let rel = podscope_daemon_clean(d).map_err(|why| Error::invalid("image", why))?;
+        let rel = clean_deleted(d).map_err(|why| Error::invalid("image", why))?;
         let (parent, name) = match (rel.parent(), rel.file_name()) {
             (Some(p), Some(n)) => (p.to_owned(), n.to_owned()),
             _ => continue,
@@ -668,6 +855,8 @@ fn annotations(v: &serde_json::Value) -> std::collections::BTreeMap<String, Stri
 mod tests {
     use super::*;
 
+    const KEY: [u8; 32] = [1; 32];
+
     fn tmp(name: &str) -> PathBuf {
         let d =
             std::env::temp_dir().join(format!("podscope-archive-{name}-{}", std::process::id()));
@@ -686,7 +875,8 @@ mod tests {
         std::fs::write(upper.join("etc/new"), b"written").unwrap();
         std::os::unix::fs::symlink("/etc/shadow", upper.join("link")).unwrap();
         let diff = dir.join("rootfs-diff.tar");
-        let deleted = rootfs_diff(&upper, File::create(&diff).unwrap()).unwrap();
+        let deleted =
+            rootfs_diff(&upper, File::create(&diff).unwrap(), &Default::default()).unwrap();
         let mut spec = serde_json::json!({"process": {"args": ["sh"]}});
         annotate_spec(
             &mut spec,
@@ -720,6 +910,7 @@ mod tests {
                 dump_log: None,
                 stats_dump: None,
             },
+            Sealer::new(&KEY),
         )
         .unwrap();
         out
@@ -740,7 +931,16 @@ mod tests {
         let (images, upper) = (dir.join("r-images"), dir.join("r-upper"));
         std::fs::create_dir_all(&images).unwrap();
         std::fs::create_dir_all(&upper).unwrap();
-        extract(&mut f, &out, &c, &images, &upper, &Default::default()).unwrap();
+        extract(
+            &mut f,
+            &out,
+            &c,
+            &images,
+            &upper,
+            &Default::default(),
+            Sealer::new(&KEY),
+        )
+        .unwrap();
         assert_eq!(
             std::fs::read(images.join("pages-1.img")).unwrap(),
             b"memory"
@@ -750,6 +950,77 @@ mod tests {
             std::fs::read_link(upper.join("link")).unwrap(),
             Path::new("/etc/shadow")
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_archive_sealed_with_another_key_or_changed_is_not_restored() {
+        let dir = tmp("seal");
+        let out = sample(&dir);
+        let (images, upper) = (dir.join("r-images"), dir.join("r-upper"));
+        let unpack = |path: &Path, key: &[u8; 32]| {
+            let _ = std::fs::remove_dir_all(&images);
+            let _ = std::fs::remove_dir_all(&upper);
+            std::fs::create_dir_all(&images).unwrap();
+            std::fs::create_dir_all(&upper).unwrap();
+            let mut f = File::open(path).unwrap();
+            let c = check(&mut f, path)?;
+            extract(
+                &mut f,
+                path,
+                &c,
+                &images,
+                &upper,
+                &Default::default(),
+                Sealer::new(key),
+            )
+        };
+        let e = unpack(&out, &[2; 32]).unwrap_err().to_string();
+        assert!(e.contains("is not this node's key's seal of it"), "{e}");
+        // One byte of an image changed, the seal as it was.
+        let mut bytes = std::fs::read(&out).unwrap();
+        let at = bytes
+            .windows(6)
+            .position(|w| w == b"memory")
+            .expect("the image's bytes");
+        bytes[at] = b'M';
+        let changed = dir.join("changed.tar");
+        std::fs::write(&changed, &bytes).unwrap();
+        let e = unpack(&changed, &KEY).unwrap_err().to_string();
+        assert!(e.contains("is not this node's key's seal of it"), "{e}");
+        unpack(&out, &KEY).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_writable_layer_past_the_layer_bounds_is_named() {
+        let dir = tmp("bounds");
+        let upper = dir.join("upper");
+        std::fs::create_dir_all(&upper).unwrap();
+        std::fs::write(upper.join("big"), vec![0u8; 4096]).unwrap();
+        std::fs::write(upper.join("small"), b"x").unwrap();
+        let diff = dir.join("rootfs-diff.tar");
+        for (limits, named) in [
+            (
+                crate::image::unpack::Limits {
+                    max_bytes: 4000,
+                    max_entries: 100,
+                },
+                "more bytes",
+            ),
+            (
+                crate::image::unpack::Limits {
+                    max_bytes: 1 << 20,
+                    max_entries: 1,
+                },
+                "more entries",
+            ),
+        ] {
+            let e = rootfs_diff(&upper, File::create(&diff).unwrap(), &limits)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(named) && e.contains("layer_max_bytes"), "{e}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -782,7 +1053,7 @@ mod tests {
         b.into_inner().unwrap();
         let e = check(&mut File::open(&out).unwrap(), &out).unwrap_err();
         assert!(e.to_string().contains("plain files"), "{e}");
-        assert!(podscope_daemon_clean("/../../etc/passwd").is_err());
+        assert!(clean_deleted("/../../etc/passwd").is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -129,6 +129,9 @@ impl<S: SystemdClient + Clone> Containers<S> {
         }
         self.alone_in_its_pid_namespace(&c, &sb)
             .map_err(|e| e.context(ctx("PID namespace")))?;
+        // The archive's seal (a restore takes only sealed archives).
+        let key = super::checkpoint_key::load_or_create(&self.settings.state_dir)
+            .map_err(|e| e.context(ctx("checkpoint key")))?;
 
         // Where the archive goes: a plain absolute path, its directory
         // there and writable, the file not.
@@ -283,10 +286,11 @@ impl<S: SystemdClient + Clone> Containers<S> {
             let dump_log = criu_work.join(archive::DUMP_LOG);
             let stats_dump = criu_work.join(archive::STATS_DUMP);
             let mut out = out;
+            let limits = self.layer_limits();
             let written = tokio::task::spawn_blocking(move || {
                 let f =
                     std::fs::File::create(&diff).map_err(|e| Error::io("create rootfs-diff.tar", e))?;
-                let deleted = archive::rootfs_diff(&upper, f)?;
+                let deleted = archive::rootfs_diff(&upper, f, &limits)?;
                 archive::write(
                     &mut out,
                     &archive::Contents {
@@ -298,6 +302,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
                         dump_log: Some(&dump_log),
                         stats_dump: Some(&stats_dump),
                     },
+                    podscope_oci::checkpoint_seal::Sealer::new(&key),
                 )
                 .map_err(|e| Error::io("write the archive", e))?;
                 Ok::<_, Error>(out.metadata().map(|m| m.len()).unwrap_or(0))
@@ -575,9 +580,21 @@ impl<S: SystemdClient + Clone> Containers<S> {
     }
 
     /// Thaw the container's cgroup, best effort.
+    /// Thaw it; a write that fails (its cgroup gone with it, or the kernel
+    /// refusing) is the journal's: the container is left as it is, and
+    /// its unit's stop still kills it.
     async fn thaw(&self, c: &Container) {
         let f = self.freezer(c);
-        let _ = self.hostns.try_write(&f.control, f.thaw.as_bytes()).await;
+        if let Err(e) = self.hostns.try_write(&f.control, f.thaw.as_bytes()).await {
+            warn!(
+                container_id = %c.id,
+                step = "thaw",
+                "container {} ({}): checkpoint: thaw through {}: {e}",
+                c.id,
+                c.config.name,
+                f.control.display()
+            );
+        }
     }
 }
 

@@ -16,6 +16,7 @@
 pub mod archive;
 mod attach;
 mod checkpoint;
+mod checkpoint_key;
 mod cpuacct;
 mod create;
 mod exec;

@@ -87,6 +87,12 @@ pub fn write_criu_conf(path: &Path, cgroup: &str) -> Result<()> {
 }
 
 impl<S: SystemdClient + Clone> Containers<S> {
+    /// A writable layer's diff, made or unpacked, is bounded as an image
+    /// layer is (podscope.toml's layer_max_bytes, layer_max_entries).
+    pub(super) fn layer_limits(&self) -> crate::image::unpack::Limits {
+        (&self.settings).into()
+    }
+
     /// Open the archive as the host sees it (no link followed) and check
     /// it; its image must be here.
     pub(super) async fn open_archive(&self, image: &str) -> Result<Restore> {
@@ -173,18 +179,15 @@ impl<S: SystemdClient + Clone> Containers<S> {
     }
 
     /// CRIU's images into the bundle, the diff onto the new upper
-    /// directory, its deletions as whiteouts.
+    /// directory, its deletions as whiteouts; the archive's seal checked
+    /// with the node's checkpoint key over what was read.
     pub(super) async fn unpack_archive(&self, r: Restore, bundle: &Path) -> Result<()> {
         let images = bundle.join(IMAGES);
         std::fs::create_dir(&images)
             .map_err(|e| Error::io(format!("create {}", images.display()), e))?;
         let upper = rootfs::Dirs::of(bundle).upper;
-        // A diff is bounded as an image layer is (podscope.toml's
-        // layer_max_bytes, layer_max_entries).
-        let limits = crate::image::unpack::Limits {
-            max_bytes: self.settings.layer_max_bytes,
-            max_entries: self.settings.layer_max_entries,
-        };
+        let limits = self.layer_limits();
+        let key = super::checkpoint_key::load_or_create(&self.settings.state_dir)?;
         let Restore {
             path,
             mut file,
@@ -192,7 +195,8 @@ impl<S: SystemdClient + Clone> Containers<S> {
             ..
         } = r;
         tokio::task::spawn_blocking(move || {
-            archive::extract(&mut file, &path, &checked, &images, &upper, &limits)
+            let sealer = podscope_oci::checkpoint_seal::Sealer::new(&key);
+            archive::extract(&mut file, &path, &checked, &images, &upper, &limits, sealer)
         })
         .await
         .map_err(|e| Error::internal(format!("unpack the archive: {e}")))?
