@@ -7,9 +7,12 @@
 //! archives a holder of the key made: one it wrote, or another node
 //! sharing its key wrote (OPERATIONS.md, checkpoint and restore).
 //!
-//! Each member counts as its name, a NUL, its tar entry type, its size
-//! (eight bytes, big-endian) and then its bytes; the seal is the last
-//! member, named `SEAL_MEMBER`, holding the MAC in hex.
+//! Each member counts as its name's length (eight bytes, big-endian), its
+//! name, its tar entry type, its size (eight bytes, big-endian) and then
+//! exactly that many bytes: no two lists of members count alike (a name
+//! holding what looks like the next member's header cannot stand for it).
+//! The seal is the last member, named `SEAL_MEMBER`, holding the MAC in
+//! hex.
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -23,23 +26,41 @@ pub const KEY_LEN: usize = 32;
 pub const SEAL_LEN: usize = 64;
 
 /// The MAC of an archive being written or read, member by member.
-pub struct Sealer(Hmac<Sha256>);
+pub struct Sealer {
+    mac: Hmac<Sha256>,
+    /// The bytes the member begun last still owes.
+    left: u64,
+    /// A member had more or fewer bytes than its size said: no seal
+    /// verifies.
+    broken: bool,
+}
 
 impl Sealer {
     pub fn new(key: &[u8; KEY_LEN]) -> Self {
-        Sealer(Hmac::new_from_slice(key).expect("HMAC takes a key of any length"))
+        Sealer {
+            mac: Hmac::new_from_slice(key).expect("HMAC takes a key of any length"),
+            left: 0,
+            broken: false,
+        }
     }
 
     /// A member begins: its name, tar entry type and size. Its bytes
-    /// follow, `size` of them, through `update` or `reader`.
+    /// follow, exactly `size` of them, through `update` or `reader`.
     pub fn member(&mut self, name: &str, entry_type: u8, size: u64) {
-        self.0.update(name.as_bytes());
-        self.0.update(&[0, entry_type]);
-        self.0.update(&size.to_be_bytes());
+        self.broken |= self.left != 0;
+        self.mac.update(&(name.len() as u64).to_be_bytes());
+        self.mac.update(name.as_bytes());
+        self.mac.update(&[entry_type]);
+        self.mac.update(&size.to_be_bytes());
+        self.left = size;
     }
 
     pub fn update(&mut self, data: &[u8]) {
-        self.0.update(data);
+        match self.left.checked_sub(data.len() as u64) {
+            Some(left) => self.left = left,
+            None => self.broken = true,
+        }
+        self.mac.update(data);
     }
 
     /// `inner`, each byte read from it counted.
@@ -52,7 +73,7 @@ impl Sealer {
 
     /// The seal: the MAC in lower-case hex (`SEAL_LEN` bytes).
     pub fn finish(self) -> String {
-        self.0
+        self.mac
             .finalize()
             .into_bytes()
             .iter()
@@ -66,7 +87,8 @@ impl Sealer {
         let Some(mac) = unhex(seal) else {
             return false;
         };
-        self.0.verify_slice(&mac).is_ok()
+        let whole = !self.broken && self.left == 0;
+        self.mac.verify_slice(&mac).is_ok() && whole
     }
 }
 
@@ -136,6 +158,22 @@ mod tests {
         ];
         assert!(!sealed(&key, moved).verify(seal.as_bytes()));
         assert!(!sealed(&key, &members[..2]).verify(seal.as_bytes()));
+        // A member with fewer or more bytes than its size.
+        let mut s = Sealer::new(&key);
+        s.member("checkpoint/", b'5', 0);
+        s.member("checkpoint/pages-1.img", b'0', 7);
+        s.update(b"memory");
+        s.member("spec.dump", b'0', 2);
+        s.update(b"{}");
+        assert!(!s.verify(seal.as_bytes()));
+        let mut s = Sealer::new(&key);
+        s.member("x", b'0', 1);
+        s.update(b"xy");
+        let over = s.finish();
+        let mut s = Sealer::new(&key);
+        s.member("x", b'0', 1);
+        s.update(b"xy");
+        assert!(!s.verify(over.as_bytes()));
         // Not a seal at all.
         assert!(!sealed(&key, members).verify(b""));
         assert!(!sealed(&key, members).verify(&[b'z'; SEAL_LEN]));

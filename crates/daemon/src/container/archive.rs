@@ -492,13 +492,16 @@ fn bad(path: &Path, why: impl std::fmt::Display) -> Error {
     )
 }
 
-/// The archive's member name, cleaned: "./x" is "x".
+/// The archive's member name, cleaned: "./x" is "x". None for one that
+/// climbs out, is not UTF-8 or holds a NUL (a GNU long name may).
 fn member(p: &Path) -> Option<String> {
     let mut parts = Vec::new();
     for c in p.components() {
         match c {
             Component::CurDir => {}
-            Component::Normal(n) => parts.push(n.to_str()?.to_owned()),
+            Component::Normal(n) => {
+                parts.push(n.to_str().filter(|n| !n.contains('\0'))?.to_owned())
+            }
             _ => return None,
         }
     }
@@ -515,6 +518,8 @@ fn read_small(e: &mut impl Read) -> io::Result<Vec<u8>> {
     }
     Ok(v)
 }
+
+const NAME_REFUSED: &str = "a member's name climbs out, is not UTF-8 or holds a NUL";
 
 /// tar's own error, which may quote the file's first bytes (a header's
 /// fields), is not repeated: the file may be any the host has.
@@ -553,6 +558,7 @@ pub fn check(file: &mut File, path: &Path) -> Result<Checked> {
     let mut has_rootfs_diff = false;
     let mut sealed = false;
     let mut read = Vec::new();
+    let mut names = std::collections::HashSet::new();
     let entries = a.entries().map_err(|e| bad_tar(path, e))?;
     for e in entries {
         let mut e = e.map_err(|e| bad_tar(path, e))?;
@@ -560,9 +566,13 @@ pub fn check(file: &mut File, path: &Path) -> Result<Checked> {
             .path()
             .ok()
             .and_then(|p| member(&p))
-            .ok_or_else(|| bad(path, "a member's name climbs out or is not UTF-8"))?;
+            .ok_or_else(|| bad(path, NAME_REFUSED))?;
         if sealed {
             return Err(bad(path, format!("{name} follows its {SEAL_MEMBER}")));
+        }
+        // One of each: what is checked here is what is unpacked.
+        if !names.insert(name.clone()) {
+            return Err(bad(path, format!("it has {name} twice")));
         }
         let what = |e: io::Error| bad(path, format!("{name}: {e}"));
         match name.as_str() {
@@ -681,15 +691,19 @@ pub fn extract(
     let mut a = tar::Archive::new(&mut *file);
     let entries = a.entries().map_err(|e| bad_tar(path, e))?;
     let mut seal = None;
+    let mut names = std::collections::HashSet::new();
     for e in entries {
         let mut e = e.map_err(|e| bad_tar(path, e))?;
         let name = e
             .path()
             .ok()
             .and_then(|p| member(&p))
-            .ok_or_else(|| bad(path, "a member's name climbs out or is not UTF-8"))?;
+            .ok_or_else(|| bad(path, NAME_REFUSED))?;
         if seal.is_some() {
             return Err(bad(path, format!("{name} follows its {SEAL_MEMBER}")));
+        }
+        if !names.insert(name.clone()) {
+            return Err(bad(path, format!("it has {name} twice")));
         }
         let what = |e: io::Error| bad(path, format!("{name}: {e}"));
         if name == SEAL_MEMBER {
@@ -755,6 +769,10 @@ pub fn extract(
     let Some(seal) = seal else {
         return Err(unsealed(path, &format!("it carries no {SEAL_MEMBER}")));
     };
+    // What check parsed, each read again here and sealed.
+    if let Some((name, _)) = checked.read.iter().find(|(n, _)| !names.contains(n)) {
+        return Err(bad(path, format!("{name} changed while it was read")));
+    }
     if !sealer.verify(&seal) {
         return Err(unsealed(
             path,
@@ -1021,6 +1039,28 @@ mod tests {
                 .to_string();
             assert!(e.contains(named) && e.contains("layer_max_bytes"), "{e}");
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_member_twice_or_a_name_with_a_nul_is_refused() {
+        let dir = tmp("twice");
+        let out = dir.join("twice.tar");
+        let mut b = tar::Builder::new(File::create(&out).unwrap());
+        for data in [&b"{}"[..], &b"{\"id\":\"x\"}"[..]] {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Regular);
+            h.set_size(data.len() as u64);
+            b.append_data(&mut h, SPEC_DUMP, data).unwrap();
+        }
+        b.into_inner().unwrap();
+        let e = check(&mut File::open(&out).unwrap(), &out).unwrap_err();
+        assert!(e.to_string().contains("spec.dump twice"), "{e}");
+        assert_eq!(member(Path::new("checkpoint/a\0b")), None);
+        assert_eq!(
+            member(Path::new("./checkpoint/a")).as_deref(),
+            Some("checkpoint/a")
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

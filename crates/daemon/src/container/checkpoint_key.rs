@@ -21,6 +21,10 @@ pub fn path(state_dir: &Path) -> PathBuf {
 /// and linked into place, so a daemon ended halfway leaves none, and two
 /// at once agree on one.
 pub fn load_or_create(state_dir: &Path) -> Result<[u8; KEY_LEN]> {
+    // Two first checkpoints at once (of two containers) make it once: the
+    // temporary name is the process's.
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = MAKING.lock().unwrap_or_else(|p| p.into_inner());
     let path = path(state_dir);
     match load(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
