@@ -309,6 +309,10 @@ BENCH ?=
 # BENCH names sections; none is all of them, the cluster's last.
 bench_harness = $(or $(filter-out cluster,$(BENCH)),$(if $(BENCH),,all))
 bench_cluster = $(or $(filter cluster,$(BENCH)),$(if $(BENCH),,all))
+# The checkpoint section's CRIU: Debian 13's 4.1 (this kernel refuses
+# Debian 12's 3.17), unpacked by bench/criu-trixie.sh outside the repository.
+CRIU_TRIXIE ?= /var/cache/podscope-criu-trixie
+bench_criu = $(filter all checkpoint,$(bench_harness))
 bench: deps build
 	$(need_cri_tools)
 	$(need_kubelet)
@@ -317,9 +321,10 @@ bench: deps build
 	$(CARGO) build --locked -p podscoped --features failpoints --bins
 	$(CARGO) build --release --locked -p podscope-bench
 	@if [ -n "$(bench_harness)" ]; then \
+	  criu=; if [ -n "$(bench_criu)" ]; then criu=$$(bench/criu-trixie.sh $(CRIU_TRIXIE)) || exit 1; fi; \
 	  FAILPOINT_DAEMON=$(abspath target/debug/podscoped) CRICTL="$(CRICTL)" CRITEST="$(CRITEST)" KUBELET="$(KUBELET)" \
 	  KUBELET_1_36="$(K8S_1_36)/kubelet" \
-	  tests/harness/harness.sh run env CONTAINERD_2_3=$(CONTAINERD_2_3) $(RELEASE)/podscope-bench \
+	  tests/harness/harness.sh run env CONTAINERD_2_3=$(CONTAINERD_2_3) CRIU_4_1=$$criu $(RELEASE)/podscope-bench \
 	  $(filter-out cluster,$(BENCH)); fi
 	$(if $(bench_cluster),$(cluster_tools))
 	@if [ -n "$(bench_cluster)" ]; then \

@@ -17,7 +17,7 @@ _podscopectl() {
         cword=$COMP_CWORD
     }
     local commands="list status create start stop rm remove wait update info journal pull images inspecti rmi imagefsinfo container ps inspect logs exec attach help"
-    local container_verbs="create start stop rm remove update"
+    local container_verbs="create start stop rm remove update checkpoint"
     local c=1
     [[ ${words[1]} == --no-ask-password ]] && c=2
     if ((cword == c)); then
@@ -132,6 +132,16 @@ _podscopectl() {
                         COMPREPLY=($(compgen -W "$(_podscopectl_ctr_ids)" -- "$cur"))
                     elif [[ $prev != --* ]]; then
                         COMPREPLY=($(compgen -W "--memory --cpu-quota --cpu-period --cpu-shares --cpuset-cpus" -- "$cur"))
+                    fi
+                    ;;
+                checkpoint)
+                    [[ $prev == -t || $prev == --timeout ]] && return
+                    if [[ $cur == -* ]]; then
+                        COMPREPLY=($(compgen -W "-t --timeout --stop" -- "$cur"))
+                    elif [[ ${words[cword-1]} == checkpoint || $prev =~ ^(-t|--timeout|--stop)$ ]]; then
+                        COMPREPLY=($(compgen -W "$(_podscopectl_ctr_ids)" -- "$cur"))
+                    else
+                        COMPREPLY=($(compgen -f -- "$cur"))
                     fi
                     ;;
                 stop)

@@ -9,7 +9,7 @@ function __podscopectl_ctr_ids
 end
 
 set -l cmds list status create start stop rm remove wait update info journal pull images inspecti rmi imagefsinfo container ps inspect logs exec attach help
-set -l verbs create start stop rm remove update
+set -l verbs create start stop rm remove update checkpoint
 complete -c podscopectl -f
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -l no-ask-password -d 'do not let polkit ask for a password'
 complete -c podscopectl -n "not __fish_seen_subcommand_from $cmds" -s V -l version -d 'print the version'
@@ -96,6 +96,10 @@ complete -c podscopectl -n "__fish_seen_subcommand_from container; and not __fis
 complete -c podscopectl -n "__fish_seen_subcommand_from container; and not __fish_seen_subcommand_from $verbs" -a update -d "set a container's resources"
 complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_seen_subcommand_from start stop rm remove update" -a '(__podscopectl_ctr_ids)'
 complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_seen_subcommand_from stop" -s t -l timeout -x -d 'grace period in seconds'
+complete -c podscopectl -n "__fish_seen_subcommand_from container; and not __fish_seen_subcommand_from $verbs" -a checkpoint -d 'checkpoint a container into an archive'
+complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_seen_subcommand_from checkpoint" -a '(__podscopectl_ctr_ids)'
+complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_seen_subcommand_from checkpoint" -s t -l timeout -x -d 'seconds the dump may take'
+complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_seen_subcommand_from checkpoint" -l stop -d 'stop the container after the dump'
 complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_seen_subcommand_from create" -a '(__podscopectl_ids)'
 complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_seen_subcommand_from create" -s e -l env -x -d 'environment variable (K=V)'
 complete -c podscopectl -n "__fish_seen_subcommand_from container; and __fish_seen_subcommand_from create" -s w -l workdir -x -d 'working directory'

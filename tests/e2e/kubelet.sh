@@ -8,6 +8,9 @@
 #                                 answers /healthz and /pods
 #   kubelet.sh restart            systemctl restart kubelet; returns once it
 #                                 answers again
+#   kubelet.sh regate             stop kubelet and start it again on the same
+#                                 endpoint with FEATURE_GATES (its pods keep
+#                                 running); returns once it answers
 #   kubelet.sh stop               stop it, remove every pod it left through
 #                                 the CRI, its slices and its files
 #   kubelet.sh env                print what the tests read (ports, paths)
@@ -15,6 +18,9 @@
 #   KUBELET         the kubelet binary (harness.sh binds KUBELET= in at
 #                   $TOOLS/kubelet; default ../shared/tools/kubelet)
 #   FEATURE_GATES   kubelet feature gates, e.g. EventedPLEG=true (bench)
+#   KUBELET_ANONYMOUS=true  anonymous requests on the authenticated port
+#                   (10250, loopback only), allowed everything: make node's
+#                   checkpoint API case (POST /checkpoint/...)
 #
 # A node of a cluster (make cluster, tests/cluster/node.sh) instead, when
 # KUBELET_KUBECONFIG names its credentials towards the API server:
@@ -77,7 +83,7 @@ address: 127.0.0.1
 # server, and kubelet refuses to start without one.
 authentication:
   anonymous:
-    enabled: false
+    enabled: ${KUBELET_ANONYMOUS:-false}
   webhook:
     enabled: false
 authorization:
@@ -165,6 +171,12 @@ start() {
     systemctl is-active --quiet "$UNIT" && fail "$UNIT is already running (kubelet.sh stop first)"
     write_config
     mkdir -p "$ROOT" /var/log/pods
+    run_unit "$endpoint"
+}
+
+# kubelet.service with the config written and FEATURE_GATES, on ENDPOINT.
+run_unit() {
+    local endpoint=$1
     local gates=()
     [[ -n ${FEATURE_GATES:-} ]] && gates=("--feature-gates=$FEATURE_GATES")
     systemctl reset-failed "$UNIT" 2>/dev/null || true
@@ -210,6 +222,16 @@ restart() {
     wait_healthy
 }
 
+# The same kubelet with other feature gates: a unit's command line is
+# fixed, so the unit is made again; no pod is touched.
+regate() {
+    systemctl is-active --quiet "$UNIT" || fail "$UNIT is not running"
+    systemctl stop "$UNIT"
+    systemctl reset-failed "$UNIT" 2>/dev/null || true
+    write_config
+    run_unit "$(cat "$STATE/endpoint")"
+}
+
 # Remove every pod and container through the CRI, as a node drained would.
 drain() {
     local endpoint=$1 _
@@ -245,13 +267,14 @@ stop() {
 case ${1:-} in
     start) shift; start "$@" ;;
     restart) restart ;;
+    regate) regate ;;
     stop) stop ;;
     env)
         echo "KUBELET_RO=http://127.0.0.1:$RO_PORT"
         echo "KUBELET_MANIFESTS=$MANIFESTS"
         ;;
     *)
-        echo "usage: kubelet.sh start [ENDPOINT]|restart|stop|env" >&2
+        echo "usage: kubelet.sh start [ENDPOINT]|restart|regate|stop|env" >&2
         exit 2
         ;;
 esac

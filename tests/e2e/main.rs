@@ -42,6 +42,7 @@ macro_rules! ok {
 }
 
 // (After `ok!`, which it uses.)
+mod cri_metrics;
 mod devices;
 
 // ---- the pods ----
@@ -355,7 +356,11 @@ async fn main() {
 async fn scenario(generation: &str) {
     let t0 = Instant::now();
     let (m, _conn) = manager().await;
-    let k = Kubelet::start(CRI, "");
+    // kubelet 1.36 starts with PodAndContainerStatsFromCRI, its
+    // /metrics/cadvisor podscope's, and is restarted below without it
+    // (cri_metrics.rs compares the two).
+    let cri_metrics = generation != "1.26";
+    let k = Kubelet::start(CRI, if cri_metrics { cri_metrics::GATE } else { "" });
     ok!(t0, "kubelet {generation} started on {CRI}");
     if generation != "1.26" {
         // RuntimeConfig: kubelet takes its cgroup driver from podscope
@@ -385,6 +390,9 @@ async fn scenario(generation: &str) {
     let image_volumes = generation != "1.26";
     if image_volumes {
         k.write_manifest("imgvol", &imgvol());
+    }
+    if cri_metrics {
+        k.write_manifest("burn", &cri_metrics::burner());
     }
 
     let limit = Duration::from_secs(90);
@@ -434,9 +442,20 @@ async fn scenario(generation: &str) {
         "systemctl restart podscoped: kubelet restarted no container, web still ready"
     );
 
-    // kubelet restarted: it adopts the running pods.
+    // kubelet restarted: it adopts the running pods. kubelet 1.36's
+    // /metrics/cadvisor, podscope's so far, is read first, and it comes
+    // back without PodAndContainerStatsFromCRI (cAdvisor's).
     let sandboxes_before = crictl_pods_all();
-    k.restart();
+    let served = if cri_metrics {
+        k.wait_pod("burn", limit, "running", |p| p.is_some_and(|p| p.running()))
+            .await;
+        let served = cri_metrics::served(&k, &m, t0).await;
+        k.restart_with_gates("");
+        Some(served)
+    } else {
+        k.restart();
+        None
+    };
     for name in watched {
         k.wait_pod(name, limit, "running again in the new kubelet", |p| {
             p.is_some_and(|p| p.running())
@@ -459,6 +478,9 @@ async fn scenario(generation: &str) {
         t0,
         "kubelet restarted: it adopted every running pod and restarted nothing"
     );
+    if let Some(served) = served {
+        cri_metrics::compare(&k, served, t0).await;
+    }
 
     // kubelet's device plugins, on 1.36 (devices.rs: 1.26 hands the
     // runtime no CDI names). After kubelet's restart: a restarted kubelet
@@ -484,6 +506,9 @@ async fn scenario(generation: &str) {
     let mut all_pods = vec!["web", "crash", "oom", "logger", "edit", "hostnet"];
     if image_volumes {
         all_pods.push("imgvol");
+    }
+    if cri_metrics {
+        all_pods.push("burn");
     }
     if plugin.is_some() {
         all_pods.extend(devices::PODS);

@@ -20,7 +20,11 @@ PKGS=(systemd dbus dbus-daemon polkitd iproute2 util-linux pkg-config procps
                          # images: the harness registry (htpasswd from
                          # apache2-utils), test images built from busybox
       crun runc          # the OCI runtimes containers run with (crun the default)
+      criu               # checkpoint and restore through runc (refused on this kernel: the tests of its errors)
       gcc libc6-dev      # tests/images/standin.c, the stand-ins' one static program
+      prometheus         # make integration's metrics test: a real scraper of the
+                         # endpoint (the harness boots basic.target: its own
+                         # unit never starts there)
       containerd         # make bench's anchor: containerd 1.6 with runc, same run
       xz-utils           # make bench: containerd 2.3 from ../shared/tools, xz-packed
       mmdebstrap qemu-system-x86 bc

@@ -551,9 +551,9 @@ async fn cri_errors_map_to_grpc_codes() {
     );
     assert_eq!(code, Code::NotFound, "{msg}");
     assert!(msg.contains(&id), "{msg}");
-    // UNIMPLEMENTED, saying so.
+    // UNIMPLEMENTED, saying so (CRI v0.36's list streams).
     let (code, msg) = code_of(
-        c.checkpoint_container(cri::CheckpointContainerRequest::default())
+        c.stream_pod_sandboxes(cri::StreamPodSandboxesRequest::default())
             .await,
     );
     assert_eq!(code, Code::Unimplemented);

@@ -215,7 +215,7 @@ async fn a_container_of_its_own_pid_namespace_sees_no_process_of_podscopes() {
 /// A `manage`-only user, as the shipped example rule makes the group
 /// `podscope`: `nobody` granted the plain action, not the privileged one.
 /// Held until dropped; polkitd has picked it up when this returns.
-fn manage_only() -> PolkitRule {
+pub(crate) fn manage_only() -> PolkitRule {
     let rule = PolkitRule::install(
         "40-podscope-isolation.rules",
         r#"polkit.addRule(function(action, subject) {
@@ -252,13 +252,13 @@ fn team_pod_as_nobody(name: &str) -> String {
 /// message of that error name): each test shows with a call of the same
 /// shape that the plain action is granted, so the denial is the
 /// privileged action's.
-fn busctl_as_nobody(member_and_args: &str) -> (i32, String, String) {
+pub(crate) fn busctl_as_nobody(member_and_args: &str) -> (i32, String, String) {
     as_nobody(&format!("busctl -- call {MANAGER} {member_and_args}"))
 }
 
 /// A call polkit denied for want of the privileged action: podscopectl
 /// and dbus-send print the daemon's message, busctl its own.
-fn assert_needs_privileged(what: &str, (rc, out, err): (i32, String, String)) {
+pub(crate) fn assert_needs_privileged(what: &str, (rc, out, err): (i32, String, String)) {
     assert_ne!(rc, 0, "{what} was allowed: {out}");
     assert!(
         err.contains("not authorized for org.podscope.Sandbox1.manage-privileged")

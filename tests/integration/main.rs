@@ -11,6 +11,7 @@ mod activation;
 mod authorization;
 mod bus;
 mod cdi;
+mod checkpoint;
 mod cli;
 mod clients;
 mod container_cli;
@@ -25,12 +26,14 @@ mod container_stop;
 mod containers;
 mod cri;
 mod cri_deadlines;
+mod cri_metrics;
 mod failpoints;
 mod images;
 // What is on the node against the records: shared with make bench's
 // failpoints driver and make load (by path), used by failpoints and abuse.
 mod isolation;
 mod lifecycle;
+mod metrics;
 mod network;
 mod races;
 mod recovery;

@@ -82,6 +82,14 @@ pub const ALL: &[Case] = &[
         "kubelet 1.36: static pods, probes, OOM restart, stats, PSI",
         || crate::kubelet::static_pods("1.36"),
     ),
+    (
+        "checkpoint: crictl checkpoint --export, the archive, the restore counting on",
+        crate::checkpoint::crictl_checkpoint_and_restore,
+    ),
+    (
+        "checkpoint: kubelet 1.36's checkpoint API",
+        crate::checkpoint::kubelet_checkpoint,
+    ),
     ("nothing left behind", nothing_left),
 ];
 

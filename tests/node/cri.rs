@@ -21,6 +21,13 @@ impl Crictl {
         }
     }
 
+    /// crictl 1.36 (in-vm.sh puts it on PATH as crictl-1.36).
+    pub fn v1_36() -> Self {
+        Crictl {
+            bin: "crictl-1.36".into(),
+        }
+    }
+
     /// crictl ARGS: its stdout, or its stderr as the error.
     pub fn run(&self, args: &[&str]) -> Result<String, String> {
         let out = Command::new(&self.bin)

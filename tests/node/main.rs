@@ -12,6 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod cases;
+mod checkpoint;
 mod cri;
 mod critest;
 mod daemon;

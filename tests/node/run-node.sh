@@ -203,8 +203,13 @@ fi
 rm -rf --one-file-system "$ROOT"
 step vm
 
-# What the suite left on the disk: its verdict and, on failure, the journal.
+# What the suite left on the disk: its verdict and, on failure, the journal;
+# the checkpoint archive kubelet's API wrote, when that case ran (for
+# checkpointctl, outside).
 debugfs -R "dump /var/lib/podscope-node/result $WORK/result" "$WORK/root.img" >/dev/null 2>&1 || true
+rm -f "$WORK/kubelet-checkpoint.tar"
+debugfs -R "dump /var/lib/podscope-node/kubelet-checkpoint.tar $WORK/kubelet-checkpoint.tar" "$WORK/root.img" >/dev/null 2>&1 || true
+[[ -s $WORK/kubelet-checkpoint.tar ]] || rm -f "$WORK/kubelet-checkpoint.tar"
 grep '^node-suite:' "$WORK/console.log" | sed 's/\r$//' >&2 || true
 if [[ $(cat "$WORK/result" 2>/dev/null) != passed ]]; then
     debugfs -R "dump /var/lib/podscope-node/journal.txt $WORK/journal.txt" "$WORK/root.img" >/dev/null 2>&1 || true

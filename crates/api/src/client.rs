@@ -211,6 +211,17 @@ impl Client {
         self.proxy.reopen_container_log(id).await
     }
 
+    /// The container's memory and files into the archive `location` (a
+    /// path the daemon writes as root; it must not exist).
+    pub async fn checkpoint_container(
+        &self,
+        id: &str,
+        location: &str,
+        options: &crate::container::CheckpointOptions,
+    ) -> zbus::Result<()> {
+        self.proxy.checkpoint_container(id, location, options).await
+    }
+
     pub async fn exec_sync(
         &self,
         id: &str,

@@ -273,6 +273,27 @@ impl ContainerOptions {
     }
 }
 
+/// CheckpointContainer's `options`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, SerializeDict, Deserialize, Type)]
+#[zvariant(signature = "a{sv}")]
+#[serde(default, deny_unknown_fields)]
+pub struct CheckpointOptions {
+    /// How long the dump may take, in ms; 0 for the daemon's stop timeout
+    /// (`stop_timeout_ms`) and no less than a minute.
+    pub timeout_ms: u64,
+    /// Stop the container once its memory is dumped (CRI's checkpoint,
+    /// kubelet's, leaves it running): its unit and journal stay until
+    /// RemoveContainer.
+    pub stop: bool,
+}
+
+/// An image that is a checkpoint archive to restore from (a CreateContainer
+/// whose image is an absolute path, as CRI-O takes one): no image
+/// reference begins with '/'.
+pub fn is_checkpoint_archive(image: &str) -> bool {
+    image.starts_with('/')
+}
+
 /// ListContainers' `filter`: every key given must match.
 #[derive(Debug, Clone, Default, PartialEq, Eq, SerializeDict, Deserialize, Type)]
 #[zvariant(signature = "a{sv}")]

@@ -59,6 +59,12 @@ pub trait Manager {
         resources: &ContainerResources,
     ) -> zbus::Result<()>;
     fn reopen_container_log(&self, id: &str) -> zbus::Result<()>;
+    fn checkpoint_container(
+        &self,
+        id: &str,
+        location: &str,
+        options: &crate::container::CheckpointOptions,
+    ) -> zbus::Result<()>;
     /// (exit_code, stdout, stderr)
     fn exec_sync(
         &self,
@@ -171,6 +177,11 @@ pub trait Container {
     fn start(&self) -> zbus::Result<()>;
     fn stop(&self, timeout: i64) -> zbus::Result<()>;
     fn remove(&self) -> zbus::Result<()>;
+    fn checkpoint(
+        &self,
+        location: &str,
+        options: &crate::container::CheckpointOptions,
+    ) -> zbus::Result<()>;
     #[zbus(property)]
     fn id(&self) -> zbus::Result<String>;
     #[zbus(property)]

@@ -67,6 +67,57 @@ pub async fn update(m: &Mutate<'_>, id: &str, r: &Resources) -> Result<(), Fail>
     m.call::<_, ()>("UpdateContainerResources", &(id, r)).await
 }
 
+/// `container checkpoint [-t SECONDS] [--stop] ID ARCHIVE`.
+pub fn checkpoint_args(
+    p: &Parsed,
+) -> Result<(String, String, podscope_api::container::CheckpointOptions), Fail> {
+    let mut o = podscope_api::container::CheckpointOptions::default();
+    for g in p.flags() {
+        match g.opt() {
+            Opt::Timeout => {
+                let (a, v) = (g.name(), g.value());
+                let secs: u64 = v
+                    .parse()
+                    .map_err(|_| Fail(format!("{a}: {v:?} is not a number of seconds")))?;
+                o.timeout_ms = secs.saturating_mul(1000);
+            }
+            Opt::StopAfterDump => o.stop = true,
+            _ => return Err(g.unhandled(p)),
+        }
+    }
+    let ops = p.operands();
+    let [id, archive] = ops else {
+        return Err(Fail(
+            "container checkpoint takes an ID and the archive's path".into(),
+        ));
+    };
+    // The daemon writes it as root: an absolute path, as the daemon sees
+    // the node (a relative one would be the daemon's working directory).
+    let archive = if archive.starts_with('/') {
+        archive.clone()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| Fail(format!("the working directory: {e}")))?
+            .join(archive)
+            .display()
+            .to_string()
+    };
+    Ok((id.clone(), archive, o))
+}
+
+/// CheckpointContainer: the container's memory and files into `archive`.
+pub async fn checkpoint(
+    m: &Mutate<'_>,
+    id: &str,
+    archive: &str,
+    o: &podscope_api::container::CheckpointOptions,
+) -> Result<(), Fail> {
+    m.call::<_, ()>("CheckpointContainer", &(id, archive, o))
+        .await?;
+    println!("{archive}");
+    Ok(())
+}
+
 /// A resource flag of container create and update, set in `r`; false for
 /// any other flag.
 fn resource(r: &mut Resources, g: &Given) -> Result<bool, Fail> {

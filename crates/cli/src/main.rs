@@ -85,6 +85,10 @@ Containers (crictl's names where they name nothing else here):
   container rm|remove ID...
   container update ID [--memory BYTES] [--cpu-quota USEC] [--cpu-period USEC]
                       [--cpu-shares N] [--cpuset-cpus LIST]
+  container checkpoint [-t|--timeout SECONDS] [--stop] ID ARCHIVE
+                                          its memory (CRIU) and files into ARCHIVE,
+                                          a new file; it keeps running unless --stop.
+                                          Restore: container create POD NAME ARCHIVE
   ps [-a|--all] [-p|--pod ID] [--state STATE] [--label K=V]... [-q|--quiet]
                                           list containers (running ones unless -a)
   inspect ID                              one container as JSON
@@ -267,6 +271,11 @@ enum Action {
         id: String,
         resources: ContainerResources,
     },
+    ContainerCheckpoint {
+        id: String,
+        archive: String,
+        options: podscope_api::container::CheckpointOptions,
+    },
     Ps {
         filter: ContainerFilter,
         quiet: bool,
@@ -356,6 +365,14 @@ fn prepare(cmd: Cmd, p: &Parsed) -> Result<Action, Fail> {
         Cmd::ContainerUpdate => {
             let (id, resources) = containers::update_args(p)?;
             Action::ContainerUpdate { id, resources }
+        }
+        Cmd::ContainerCheckpoint => {
+            let (id, archive, options) = containers::checkpoint_args(p)?;
+            Action::ContainerCheckpoint {
+                id,
+                archive,
+                options,
+            }
         }
         Cmd::Ps => {
             let (filter, quiet) = containers::ps_args(p)?;
@@ -476,6 +493,11 @@ async fn perform(ask_password: bool, action: Action) -> Result<i32, Fail> {
         Action::ContainerUpdate { id, resources } => {
             containers::update(&mutate, &id, &resources).await
         }
+        Action::ContainerCheckpoint {
+            id,
+            archive,
+            options,
+        } => containers::checkpoint(&mutate, &id, &archive, &options).await,
         Action::Ps { filter, quiet } => containers::ps(&m, &filter, quiet).await,
         Action::Inspect(id) => containers::inspect(&m, &id).await,
         Action::Logs { follow, id } => containers::logs(&m, follow, &id).await,
@@ -981,6 +1003,7 @@ mod tests {
             Cmd::Inspect | Cmd::Logs | Cmd::Attach => "3fa1",
             Cmd::ContainerStart | Cmd::ContainerStop | Cmd::ContainerRm => "3fa1",
             Cmd::ContainerUpdate => "3fa1",
+            Cmd::ContainerCheckpoint => "3fa1 /var/lib/podscope-checkpoints/c.tar",
             Cmd::Create => "web",
             Cmd::Pull | Cmd::Images | Cmd::Inspecti | Cmd::Rmi => "busybox",
             Cmd::ContainerCreate => "3fa1 web busybox -- true",
@@ -1062,11 +1085,11 @@ mod tests {
             ),
             (
                 "container",
-                "container needs a verb: create, start, stop, rm or update",
+                "container needs a verb: create, start, stop, rm, update or checkpoint",
             ),
             (
                 "container bogus",
-                "container: unknown verb \"bogus\" (create, start, stop, rm, update)",
+                "container: unknown verb \"bogus\" (create, start, stop, rm, update, checkpoint)",
             ),
             (
                 "container create a b",

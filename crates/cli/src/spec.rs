@@ -36,6 +36,7 @@ pub enum Cmd {
     ContainerStop,
     ContainerRm,
     ContainerUpdate,
+    ContainerCheckpoint,
     Ps,
     Inspect,
     Logs,
@@ -97,6 +98,7 @@ pub enum Opt {
     Stdin,
     Timeout,
     Follow,
+    StopAfterDump,
 }
 
 /// One flag: its spellings (the first is the one messages name) and, for a
@@ -227,6 +229,14 @@ const CONTAINER_VERBS: &[Command] = &[
         Cmd::ContainerUpdate,
         "update",
         &[MEMORY, CPU_QUOTA, CPU_PERIOD, CPU_SHARES, CPUSET_CPUS],
+    ),
+    command(
+        Cmd::ContainerCheckpoint,
+        "checkpoint",
+        &[
+            valued(Opt::Timeout, &["--timeout", "-t"], "SECONDS"),
+            flag(Opt::StopAfterDump, &["--stop"]),
+        ],
     ),
 ];
 

@@ -163,6 +163,10 @@ pub struct Settings {
     /// limit ("60%") given to each as `ManagedOOMMemoryPressure=kill`;
     /// empty (the default) leaves them to the kernel's OOM killer alone.
     pub oomd_memory_pressure_limit: String,
+    /// The metrics endpoint (Prometheus' text format at `/metrics`,
+    /// unauthenticated): `host:port`, the host an IP address or
+    /// `localhost`; `:port` alone is loopback's. Empty (the default): off.
+    pub metrics_address: String,
 }
 
 impl Default for Settings {
@@ -203,6 +207,7 @@ impl Default for Settings {
             stream_tls_cert: PathBuf::new(),
             stream_tls_key: PathBuf::new(),
             oomd_memory_pressure_limit: String::new(),
+            metrics_address: String::new(),
         }
     }
 }
@@ -337,6 +342,7 @@ impl Settings {
             }
         }
         podscope_api::domain::oomd::parse_limit(&s.oomd_memory_pressure_limit)?;
+        parse_metrics_address(&s.metrics_address)?;
         if s.init_path.as_os_str().is_empty() {
             s.init_path = std::env::current_exe()
                 .ok()
@@ -355,6 +361,12 @@ impl Settings {
         podscope_api::domain::oomd::parse_limit(&self.oomd_memory_pressure_limit)
             .ok()
             .flatten()
+    }
+
+    /// Where the metrics endpoint listens; None when it is off (parse has
+    /// checked it).
+    pub fn metrics_address(&self) -> Option<std::net::SocketAddr> {
+        parse_metrics_address(&self.metrics_address).ok().flatten()
     }
 
     pub fn stop_timeout(&self) -> Duration {
@@ -376,6 +388,39 @@ impl Settings {
             .get_key_value(name)
             .map(|(k, v)| (k.as_str(), v))
     }
+}
+
+/// `metrics_address`: empty is off; else `host:port` with an IP address
+/// (`[...]` for IPv6) or `localhost` as the host, or `:port` for
+/// loopback, and a port other than 0 (a scrape config names it).
+fn parse_metrics_address(text: &str) -> Result<Option<std::net::SocketAddr>> {
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let bad = |why: &str| Error::invalid("metrics_address", format!("{text:?}: {why}"));
+    let (host, port) = text
+        .rsplit_once(':')
+        .ok_or_else(|| bad("not host:port (\"127.0.0.1:9101\", \"[::1]:9101\", \":9101\")"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| bad("the port is not a number from 1 to 65535"))?;
+    if port == 0 {
+        return Err(bad("the port is 0: name the one a scrape config will name"));
+    }
+    let ip = match host {
+        "" | "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        h => h
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(h)
+            .parse::<IpAddr>()
+            .map_err(|_| bad("the host is not an IP address or localhost"))?,
+    };
+    if matches!(ip, IpAddr::V6(_)) && !host.starts_with('[') {
+        return Err(bad("an IPv6 address goes in brackets: \"[::1]:9101\""));
+    }
+    Ok(Some(SocketAddr::new(ip, port)))
 }
 
 #[cfg(test)]
@@ -416,6 +461,20 @@ mod tests {
         assert_eq!(s.oomd_limit(), None, "systemd-oomd is off by default");
         let oomd = Settings::parse("oomd_memory_pressure_limit = \"60%\"").unwrap();
         assert_eq!(oomd.oomd_limit(), Some(6000));
+        assert_eq!(
+            s.metrics_address(),
+            None,
+            "the metrics endpoint is off by default"
+        );
+        for (text, want) in [
+            (":9101", "127.0.0.1:9101"),
+            ("localhost:9101", "127.0.0.1:9101"),
+            ("0.0.0.0:9101", "0.0.0.0:9101"),
+            ("[::1]:9101", "[::1]:9101"),
+        ] {
+            let m = Settings::parse(&format!("metrics_address = {text:?}")).unwrap();
+            assert_eq!(m.metrics_address().unwrap().to_string(), want);
+        }
         for (bad, field) in [
             ("default_runtime = \"kata\"", "default_runtime"),
             ("[runtimes.x]\npath = \"/usr/bin/youki\"", "runtimes.x.kind"),
@@ -438,6 +497,11 @@ mod tests {
             ),
             ("stream_tls_cert = \"/etc/c.pem\"", "stream_tls_key"),
             ("stream_tls_key = \"/etc/k.pem\"", "stream_tls_cert"),
+            ("metrics_address = \"9101\"", "metrics_address"),
+            ("metrics_address = \"node:9101\"", "metrics_address"),
+            ("metrics_address = \"127.0.0.1:0\"", "metrics_address"),
+            ("metrics_address = \"127.0.0.1:99999\"", "metrics_address"),
+            ("metrics_address = \"::1:9101\"", "metrics_address"),
             (
                 "stream_tls_cert = \"c.pem\"\nstream_tls_key = \"/etc/k.pem\"",
                 "stream_tls_cert",

@@ -228,6 +228,33 @@ impl Cri {
             .await
     }
 
+    /// CheckpointContainer: the archive at `location` (kubelet's under
+    /// /var/lib/kubelet/checkpoints), the container left running. A dump
+    /// takes as long as the container's memory: on the connection for long
+    /// calls, bounded by the caller's deadline.
+    pub(super) async fn checkpoint_container(
+        &self,
+        req: cri::CheckpointContainerRequest,
+    ) -> Result<(), Status> {
+        if req.container_id.is_empty() {
+            return Err(invalid("container_id", "must not be empty"));
+        }
+        if req.location.is_empty() {
+            return Err(invalid("location", "must not be empty"));
+        }
+        if req.timeout < 0 {
+            return Err(invalid("timeout", "must not be negative"));
+        }
+        let options = podscope_api::container::CheckpointOptions {
+            timeout_ms: (req.timeout as u64).saturating_mul(1000),
+            stop: false,
+        };
+        let (id, location, o) = (&req.container_id, &req.location, &options);
+        self.daemon
+            .long_rpc(|m| async move { m.checkpoint_container(id, location, o).await })
+            .await
+    }
+
     pub(super) async fn reopen_container_log(&self, id: &str) -> Result<(), Status> {
         self.daemon
             .rpc(|m| async move { m.reopen_container_log(id).await })

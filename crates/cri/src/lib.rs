@@ -23,8 +23,10 @@ pub mod errors;
 #[cfg(test)]
 mod fuzz;
 pub mod image;
+pub mod metrics;
 pub mod pressure;
 pub mod sandbox;
+pub mod sandbox_metrics;
 pub mod server;
 pub mod service;
 pub mod stats;

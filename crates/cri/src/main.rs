@@ -88,6 +88,7 @@ fn main() -> ExitCode {
             call_timeout,
             settings.daemon_calls_max as usize,
             podscope_cri::stream::StreamConfig::from(&settings),
+            settings.metrics_address().is_some(),
             ready,
             shutdown,
         )

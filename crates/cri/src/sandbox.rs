@@ -173,7 +173,10 @@ impl Cri {
     ) -> cri::PodSandboxStats {
         let pod = PodRef {
             id: &d.id,
-            cgroup: &d.cgroup,
+            // The pod as a whole where kubelet gave it a slice of its own
+            // (kubelet's /stats/summary takes a pod's CPU and memory from
+            // here with PodAndContainerStatsFromCRI); else its scope.
+            cgroup: stats::pod_slice_cgroup(&d.cgroup, &d.uid).unwrap_or(&d.cgroup),
             init_pid: d.init_pid,
             pod_network: d.network == NetworkMode::Pod,
         };

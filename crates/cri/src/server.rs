@@ -69,6 +69,7 @@ pub async fn serve(
     call_timeout: std::time::Duration,
     daemon_calls_max: usize,
     streaming: crate::stream::StreamConfig,
+    metrics: bool,
     ready: impl FnOnce(),
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
@@ -80,6 +81,20 @@ pub async fn serve(
     let (stream_server, stream_listener) = crate::stream::StreamServer::bind(&streaming)?;
     tracing::info!("streaming server on {}", stream_server.base_url());
     tokio::spawn(stream_server.clone().serve(stream_listener, daemon.clone()));
+    // For podscoped's scrapes (metrics_address set): a failure is said
+    // and costs the CRI nothing (the scrapes then say podscope_cri_up 0).
+    if metrics {
+        let path = Path::new(crate::metrics::SOCKET);
+        match crate::metrics::bind(path) {
+            Ok(l) => {
+                tokio::spawn(crate::metrics::serve(l, daemon.clone()));
+            }
+            Err(e) => tracing::warn!(
+                "metrics: cannot serve them on {}: {e}; podscoped's scrapes will say podscope_cri_up 0",
+                path.display()
+            ),
+        }
+    }
     ready();
     let cri = crate::calls::Cri::new(daemon, stream_server);
     let runtime_svc = RuntimeServiceServer::new(crate::service::RuntimeApi(Arc::clone(&cri)))
@@ -89,6 +104,9 @@ pub async fn serve(
         .max_decoding_message_size(MAX_MESSAGE_SIZE)
         .max_encoding_message_size(MAX_MESSAGE_SIZE);
     tonic::transport::Server::builder()
+        // Outermost: every call is counted, those the deadline layer
+        // answers too.
+        .layer(crate::metrics::Layer)
         .layer(crate::deadline::Layer)
         .add_service(runtime_svc)
         .add_service(image_svc)

@@ -504,9 +504,19 @@ impl RuntimeService for RuntimeApi {
     }
     async fn checkpoint_container(
         &self,
-        _: Request<cri::CheckpointContainerRequest>,
+        req: Request<cri::CheckpointContainerRequest>,
     ) -> Result<Response<cri::CheckpointContainerResponse>, Status> {
-        Err(unimplemented("CheckpointContainer"))
+        let req = req.into_inner();
+        let frontend = self.0.clone();
+        traced(
+            "CheckpointContainer",
+            &req.container_id.clone(),
+            async move {
+                detached(async move { frontend.checkpoint_container(req).await }).await?;
+                Ok(cri::CheckpointContainerResponse {})
+            },
+        )
+        .await
     }
 
     type GetContainerEventsStream = Streamed<cri::ContainerEventResponse>;
@@ -524,13 +534,23 @@ impl RuntimeService for RuntimeApi {
         &self,
         _: Request<cri::ListMetricDescriptorsRequest>,
     ) -> Result<Response<cri::ListMetricDescriptorsResponse>, Status> {
-        Err(unimplemented("ListMetricDescriptors"))
+        traced("ListMetricDescriptors", "", async {
+            Ok(cri::ListMetricDescriptorsResponse {
+                descriptors: crate::sandbox_metrics::descriptors(),
+            })
+        })
+        .await
     }
     async fn list_pod_sandbox_metrics(
         &self,
         _: Request<cri::ListPodSandboxMetricsRequest>,
     ) -> Result<Response<cri::ListPodSandboxMetricsResponse>, Status> {
-        Err(unimplemented("ListPodSandboxMetrics"))
+        traced("ListPodSandboxMetrics", "", async {
+            Ok(cri::ListPodSandboxMetricsResponse {
+                pod_metrics: self.0.pod_sandbox_metrics().await?,
+            })
+        })
+        .await
     }
     /// kubelet has resized the pod's cgroup itself (its pod slice, which
     /// podscope's units sit in) and says so, best effort: the pod's new

@@ -34,6 +34,65 @@ pub struct CgroupSample {
     /// Swap in use, and its limit (None: none), where the kernel accounts
     /// it (v2's memory.swap.*, v1's memsw less memory).
     pub swap: Option<(u64, Option<u64>)>,
+    /// CPU in user and kernel mode, ns (v2's and the hybrid layout's
+    /// `cpu.stat`; v1's `cpuacct.stat`, in ticks of USER_HZ).
+    pub cpu_user_ns: u64,
+    pub cpu_system_ns: u64,
+    /// CFS bandwidth: periods, throttled periods, throttled ns; None
+    /// where the cgroup has no cpu controller.
+    pub throttling: Option<Throttling>,
+    /// Page cache and memory-mapped files, bytes.
+    pub memory_cache: u64,
+    pub mapped_file: u64,
+    /// OOM kills inside the cgroup (v2's `memory.events`, v1's
+    /// `memory.oom_control`).
+    pub oom_kills: u64,
+    /// Processes (not threads: `processes` is the pids controller's
+    /// count of tasks) in the cgroup itself (its cgroup2 directory).
+    pub procs: u64,
+}
+
+/// CFS bandwidth control's counters, from the cpu controller's `cpu.stat`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Throttling {
+    pub periods: u64,
+    pub throttled_periods: u64,
+    pub throttled_ns: u64,
+}
+
+/// One `key value` line of a flat keyed file (`cpu.stat`,
+/// `memory.events`, `cpuacct.stat`).
+fn keyed(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+/// User and kernel CPU from a v2 `cpu.stat`, ns.
+fn v2_cpu_modes_ns(cpu_stat: &str) -> (u64, u64) {
+    let ns = |k| keyed(cpu_stat, k).unwrap_or(0).saturating_mul(1000);
+    (ns("user_usec"), ns("system_usec"))
+}
+
+/// Throttling from a `cpu.stat`: v2 counts µs (`throttled_usec`), v1 ns
+/// (`throttled_time`); None without `nr_periods` (no cpu controller).
+pub fn parse_throttling(cpu_stat: &str) -> Option<Throttling> {
+    Some(Throttling {
+        periods: keyed(cpu_stat, "nr_periods")?,
+        throttled_periods: keyed(cpu_stat, "nr_throttled").unwrap_or(0),
+        throttled_ns: keyed(cpu_stat, "throttled_usec")
+            .map(|us| us.saturating_mul(1000))
+            .or_else(|| keyed(cpu_stat, "throttled_time"))
+            .unwrap_or(0),
+    })
+}
+
+/// USER_HZ: the unit of v1's `cpuacct.stat`.
+fn user_hz() -> u64 {
+    // SAFETY: sysconf reads a constant of the C library.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
 }
 
 impl CgroupSample {
@@ -132,18 +191,33 @@ pub fn read_cgroup(mounts: &Mounts, path: &str) -> Option<CgroupSample> {
         Path::new(HYBRID_UNIFIED).join(path.trim_start_matches('/'))
     };
     s.pressure = pressure::read(&unified);
+    s.procs = count_procs(&unified);
     if cg.v2() {
         if let Some(cpu) = cg.controller_of::<CpuController>() {
-            s.cpu_usage_ns = v2_cpu_usage_ns(&cpu.cpu().stat);
+            let stat = cpu.cpu().stat;
+            s.cpu_usage_ns = v2_cpu_usage_ns(&stat);
+            (s.cpu_user_ns, s.cpu_system_ns) = v2_cpu_modes_ns(&stat);
+            s.throttling = parse_throttling(&stat);
         }
-    } else if let Ok(stat) = std::fs::read_to_string(format!("{HYBRID_UNIFIED}{path}/cpu.stat")) {
-        // Hybrid layout: cgroup2's cpu.stat has usage whatever controllers
-        // are enabled, while systemd does not always realise the v1
-        // cpuacct cgroup (it does not when cpu and cpuacct are mounted
-        // apart).
-        s.cpu_usage_ns = v2_cpu_usage_ns(&stat);
-    } else if let Some(acct) = cg.controller_of::<CpuAcctController>() {
-        s.cpu_usage_ns = acct.cpuacct().usage;
+    } else {
+        if let Ok(stat) = std::fs::read_to_string(format!("{HYBRID_UNIFIED}{path}/cpu.stat")) {
+            // Hybrid layout: cgroup2's cpu.stat has usage whatever
+            // controllers are enabled, while systemd does not always
+            // realise the v1 cpuacct cgroup (it does not when cpu and
+            // cpuacct are mounted apart).
+            s.cpu_usage_ns = v2_cpu_usage_ns(&stat);
+            (s.cpu_user_ns, s.cpu_system_ns) = v2_cpu_modes_ns(&stat);
+        } else if let Some(acct) = cg.controller_of::<CpuAcctController>() {
+            let a = acct.cpuacct();
+            s.cpu_usage_ns = a.usage;
+            let tick = 1_000_000_000 / user_hz();
+            s.cpu_user_ns = keyed(&a.stat, "user").unwrap_or(0).saturating_mul(tick);
+            s.cpu_system_ns = keyed(&a.stat, "system").unwrap_or(0).saturating_mul(tick);
+        }
+        // v1's bandwidth counters live in the cpu controller's own cpu.stat.
+        if let Some(cpu) = cg.controller_of::<CpuController>() {
+            s.throttling = parse_throttling(&cpu.cpu().stat);
+        }
     }
     if let Some(mem) = cg.controller_of::<MemController>() {
         let m = mem.memory_stat();
@@ -155,11 +229,20 @@ pub fn read_cgroup(mounts: &Mounts, path: &str) -> Option<CgroupSample> {
             s.rss = get("anon");
             s.page_faults = get("pgfault");
             s.major_page_faults = get("pgmajfault");
+            s.memory_cache = get("file");
+            s.mapped_file = get("file_mapped");
+            s.oom_kills = std::fs::read_to_string(unified.join("memory.events"))
+                .ok()
+                .and_then(|t| keyed(&t, "oom_kill"))
+                .unwrap_or(0);
         } else {
             s.memory_inactive_file = get("total_inactive_file");
             s.rss = get("total_rss");
             s.page_faults = get("total_pgfault");
             s.major_page_faults = get("total_pgmajfault");
+            s.memory_cache = get("total_cache");
+            s.mapped_file = get("total_mapped_file");
+            s.oom_kills = m.oom_control.oom_kill;
         }
         // v1 reports "no limit" as a huge page-rounded number, v2 as max.
         s.memory_limit = u64::try_from(m.limit_in_bytes)
@@ -187,14 +270,27 @@ pub fn read_cgroup(mounts: &Mounts, path: &str) -> Option<CgroupSample> {
     Some(s)
 }
 
+/// Lines of the cgroup2 directory's `cgroup.procs`: the processes in
+/// the cgroup itself, as cAdvisor counts them (a container's are in its
+/// unit's cgroup; a slice has none of its own).
+fn count_procs(dir: &Path) -> u64 {
+    std::fs::read(dir.join("cgroup.procs"))
+        .map(|b| b.iter().filter(|&&c| c == b'\n').count() as u64)
+        .unwrap_or(0)
+}
+
 /// One interface's counters from `/proc/<pid>/net/dev`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InterfaceCounters {
     pub name: String,
     pub rx_bytes: u64,
+    pub rx_packets: u64,
     pub rx_errors: u64,
+    pub rx_dropped: u64,
     pub tx_bytes: u64,
+    pub tx_packets: u64,
     pub tx_errors: u64,
+    pub tx_dropped: u64,
 }
 
 /// Parse `/proc/net/dev` (two header lines, then `name: 16 counters`).
@@ -210,9 +306,13 @@ pub fn parse_net_dev(text: &str) -> Vec<InterfaceCounters> {
             (n.len() >= 16).then(|| InterfaceCounters {
                 name: name.trim().to_owned(),
                 rx_bytes: n[0],
+                rx_packets: n[1],
                 rx_errors: n[2],
+                rx_dropped: n[3],
                 tx_bytes: n[8],
+                tx_packets: n[9],
                 tx_errors: n[10],
+                tx_dropped: n[11],
             })
         })
         .collect()
@@ -262,6 +362,24 @@ impl CpuRates {
     pub fn retain(&self, ids: &std::collections::HashSet<String>) {
         self.0.lock().unwrap().retain(|k, _| ids.contains(k));
     }
+}
+
+/// The control group that holds all of a pod, its init and its
+/// containers: kubelet's pod slice (`kubepods-<qos>-pod<uid>.slice`, the
+/// uid's `-` as `_`, or `pod<uid>` in a cgroupfs parent's name), in which
+/// podscope puts the pod's scope and its containers' units; a pod in a
+/// slice it shares (no cgroup parent: podscope's default) has only its
+/// scope, which holds its init alone. None then.
+pub fn pod_slice_cgroup<'a>(scope_cgroup: &'a str, uid: &str) -> Option<&'a str> {
+    if uid.is_empty() {
+        return None;
+    }
+    let (slice, _scope) = scope_cgroup.rsplit_once('/')?;
+    let name = slice.rsplit('/').next()?;
+    let own = name.ends_with(".slice")
+        && (name.contains(&format!("pod{}", uid.replace('-', "_")))
+            || name.contains(&format!("pod{uid}")));
+    own.then_some(slice)
 }
 
 pub struct PodRef<'a> {
@@ -348,9 +466,13 @@ mod tests {
             InterfaceCounters {
                 name: "eth0".into(),
                 rx_bytes: 1500,
+                rx_packets: 12,
                 rx_errors: 3,
+                rx_dropped: 0,
                 tx_bytes: 900,
-                tx_errors: 1
+                tx_packets: 8,
+                tx_errors: 1,
+                tx_dropped: 0,
             }
         );
     }
@@ -363,6 +485,61 @@ mod tests {
         assert_eq!(r.rate("a", 2_000_000_000, 500_005_000), Some(500_000_000));
         r.retain(&Default::default());
         assert_eq!(r.rate("a", 3_000_000_000, 600_000_000), None);
+    }
+
+    #[test]
+    fn throttling_from_v1_and_v2_cpu_stat() {
+        let v2 = "usage_usec 10\nuser_usec 7\nsystem_usec 3\nnr_periods 40\nnr_throttled 5\nthrottled_usec 2500\n";
+        assert_eq!(
+            parse_throttling(v2),
+            Some(Throttling {
+                periods: 40,
+                throttled_periods: 5,
+                throttled_ns: 2_500_000
+            })
+        );
+        assert_eq!(v2_cpu_modes_ns(v2), (7000, 3000));
+        let v1 = "nr_periods 9\nnr_throttled 2\nthrottled_time 123456\n";
+        assert_eq!(parse_throttling(v1).unwrap().throttled_ns, 123456);
+        // The hybrid layout's unified cpu.stat: no cpu controller there.
+        assert_eq!(parse_throttling("usage_usec 1\nuser_usec 1\n"), None);
+        assert_eq!(keyed("oom 1\noom_kill 4\n", "oom_kill"), Some(4));
+        assert_eq!(keyed("oom_kill x\n", "oom_kill"), None);
+    }
+
+    #[test]
+    fn a_pods_own_slice_is_kubelets() {
+        let uid = "3d0b0385-7742-43b1-17a1-7e70b04d34e4";
+        let scope = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod3d0b0385_7742_43b1_17a1_7e70b04d34e4.slice/podscope-abc.scope";
+        assert_eq!(
+            pod_slice_cgroup(scope, uid),
+            Some("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod3d0b0385_7742_43b1_17a1_7e70b04d34e4.slice")
+        );
+        // A static pod's uid has no dashes.
+        let scope = "/kubepods.slice/kubepods-podabc123.slice/podscope-1.scope";
+        assert_eq!(
+            pod_slice_cgroup(scope, "abc123"),
+            Some("/kubepods.slice/kubepods-podabc123.slice")
+        );
+        // podscope's default slice is every pod's.
+        assert_eq!(
+            pod_slice_cgroup("/podscope.slice/podscope-1.scope", "abc123"),
+            None
+        );
+        assert_eq!(
+            pod_slice_cgroup(
+                "/kubepods.slice/kubepods-podabc123.slice/podscope-1.scope",
+                ""
+            ),
+            None
+        );
+        assert_eq!(
+            pod_slice_cgroup(
+                "/kubepods.slice/kubepods-podother.slice/podscope-1.scope",
+                "abc123"
+            ),
+            None
+        );
     }
 
     #[test]

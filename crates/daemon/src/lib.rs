@@ -10,6 +10,7 @@ pub mod container;
 mod fuzz;
 pub mod host;
 pub mod image;
+pub mod metrics;
 pub mod pod;
 pub mod serve;
 pub mod state;

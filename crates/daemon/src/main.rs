@@ -5,6 +5,7 @@ use podscope_config::Settings;
 use podscope_sys::logging;
 use podscoped::serve::serve;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{error, info};
@@ -100,6 +101,20 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    // Bound now, before anything else: a port another holds keeps the
+    // daemon from starting, naming the key. EX_CONFIG: it is the operator's
+    // to change, and an immediate restart would find it taken again.
+    let metrics = match settings.metrics_address() {
+        None => None,
+        Some(addr) => match podscoped::metrics::endpoint::bind(addr) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                error!("{e}");
+                let _ = daemon::notify(false, &[NotifyState::Status(e)]);
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        },
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -110,7 +125,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(run(settings)) {
+    match rt.block_on(run(settings, metrics)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             error!("podscoped failed: {e}");
@@ -145,11 +160,23 @@ fn status_line(service: &podscoped::bus::Service) -> String {
     )
 }
 
-async fn run(settings: Settings) -> podscope_api::Result<()> {
+async fn run(
+    settings: Settings,
+    metrics: Option<std::net::TcpListener>,
+) -> podscope_api::Result<()> {
     let io = |e: std::io::Error| podscope_api::Error::io("install signal handler", e);
     let mut sigterm = signal(SignalKind::terminate()).map_err(io)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(io)?;
     let (_conn, service) = serve(settings).await?;
+    if let Some(listener) = metrics {
+        let addr = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let scraper = Arc::new(podscoped::metrics::scrape::Scraper::new(service.clone()));
+        tokio::spawn(podscoped::metrics::endpoint::serve(listener, scraper));
+        info!("metrics on http://{addr}/metrics");
+    }
     let rec = service.pods.recovery_report();
     info!(
         sandboxes = service.pods.count(),

@@ -33,6 +33,14 @@ pub async fn serve(settings: Settings) -> Result<(Connection, Arc<Service>)> {
         .build()
         .await
         .map_err(bus_err)?;
+    // Each call counted from the first, when there is an endpoint to read
+    // the count: the counting stream gets every call's message (a pod's
+    // annotations reach 256 KiB), a cost a daemon without metrics skips.
+    if settings.metrics_address().is_some() {
+        if let Err(e) = crate::metrics::bus_calls::count(&conn).await {
+            tracing::warn!("metrics: bus calls will not be counted: {e}");
+        }
+    }
     let gate = Arc::new(podscope_api::bus_gate::BusGate::new(
         settings.bus_calls_max as usize,
     ));

@@ -4,6 +4,7 @@
 
 pub mod apparmor;
 pub mod caps;
+pub mod checkpoint_seal;
 pub mod defaults;
 pub mod seccomp;
 pub mod spec;

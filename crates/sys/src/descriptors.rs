@@ -134,6 +134,8 @@ pub struct Figures {
     pub reserved: u64,
     /// The most open at once since start (seen at reservations).
     pub peak: u64,
+    /// Calls refused since start (LimitsExceeded).
+    pub refused: u64,
 }
 
 pub struct Budget {
@@ -145,6 +147,7 @@ pub struct Budget {
     /// stay true together.
     reserved: Mutex<u64>,
     peak: AtomicU64,
+    refused: AtomicU64,
 }
 
 /// Descriptors promised to one call, given back when it ends.
@@ -171,6 +174,7 @@ impl Budget {
             count,
             reserved: Mutex::new(0),
             peak: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
         }
     }
 
@@ -186,6 +190,7 @@ impl Budget {
             open,
             reserved: *self.reserved.lock().unwrap(),
             peak: self.peak.load(Ordering::Relaxed),
+            refused: self.refused.load(Ordering::Relaxed),
         }
     }
 
@@ -196,6 +201,7 @@ impl Budget {
         let open = (self.count)();
         self.peak.fetch_max(open, Ordering::Relaxed);
         if open + *reserved + n + HEADROOM > self.limit {
+            self.refused.fetch_add(1, Ordering::Relaxed);
             return Err(Error::limits_exceeded(format!(
                 "{what}: refused before any step: {open} of podscoped's {} file descriptors are open and {} promised to calls in flight, it needs {n} and keeps {HEADROOM} free (raise LimitNOFILE= of the unit: podscoped(8))",
                 self.limit, *reserved
@@ -232,6 +238,7 @@ mod tests {
         assert!(m.contains(&expect), "{m}");
         drop(r1);
         assert_eq!(b.figures().reserved, 0);
+        assert_eq!(b.figures().refused, 1);
         let _r2 = b.reserve("two", 6).unwrap();
         assert_eq!(b.figures().reserved, 6);
     }

@@ -54,6 +54,7 @@ pub const CONTAINERS: &[&str] = &[
     CTR_START_DONE,
     CTR_STOP_SIGNALLED,
     CTR_STOP_DONE,
+    CTR_CHECKPOINT_FROZEN,
     CTR_REMOVE_UNIT_GONE,
     CTR_REMOVE_UNMOUNTED,
     CTR_REMOVE_DONE,
@@ -75,6 +76,9 @@ pub const CTR_START_DONE: &str = "ctr-start.done";
 pub const CTR_STOP_SIGNALLED: &str = "ctr-stop.signalled";
 /// The exit recorded.
 pub const CTR_STOP_DONE: &str = "ctr-stop.done";
+/// A checkpoint's container paused (its cgroup frozen) and its temporary
+/// archive made; the dump not yet run.
+pub const CTR_CHECKPOINT_FROZEN: &str = "ctr-checkpoint.frozen";
 /// The unit stopped and reset; the root still mounted, the record there.
 pub const CTR_REMOVE_UNIT_GONE: &str = "ctr-remove.unit-gone";
 /// The root unmounted; the record there.
@@ -170,7 +174,14 @@ mod tests {
             assert!(seen.insert(name), "{name} listed twice");
             let (op, _) = name.split_once('.').expect("operation.step");
             assert!(
-                ["ctr-create", "ctr-start", "ctr-stop", "ctr-remove"].contains(&op),
+                [
+                    "ctr-create",
+                    "ctr-start",
+                    "ctr-stop",
+                    "ctr-checkpoint",
+                    "ctr-remove"
+                ]
+                .contains(&op),
                 "{name}"
             );
         }

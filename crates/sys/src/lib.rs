@@ -8,4 +8,5 @@ pub mod descriptors;
 pub mod failpoint;
 pub mod logging;
 pub mod pipe;
+pub mod process;
 pub mod usage;

@@ -49,6 +49,10 @@ pub mod event {
     pub const CONTAINER_STOPPED: &str = "container-stopped";
     pub const CONTAINER_EXITED: &str = "container-exited";
     pub const CONTAINER_REMOVED: &str = "container-removed";
+    /// A checkpoint archive written (CheckpointContainer).
+    pub const CONTAINER_CHECKPOINTED: &str = "container-checkpointed";
+    /// A container restored from a checkpoint archive (its start).
+    pub const CONTAINER_RESTORED: &str = "container-restored";
     /// An exec's end (at debug level: probes make many).
     pub const EXEC_ENDED: &str = "exec-ended";
 }

@@ -32,6 +32,8 @@ const FIXTURE_BIN: &str = "/usr/local/lib/podscope-test/cni";
 const CONFIG: &str = "/etc/podscope/podscope.toml";
 const NETWORK: &str = "failpoints-net";
 const LABEL: &str = "failpoints";
+/// Where the checkpoint failpoint's archive would go.
+const CHECKPOINTS: &str = "/var/lib/podscope-test-checkpoints";
 
 /// What the rounds found.
 #[derive(Debug, Default)]
@@ -169,18 +171,31 @@ pub async fn run_containers(daemon: &Path, image: &str) -> Report {
         std::fs::write(ARM_FILE, "").unwrap();
         let m = restart_armed().await;
         m.pull_image(image, &PullOptions::default()).await.unwrap();
+        let op = name.split_once('.').map(|(op, _)| op).unwrap_or(name);
+        // A checkpoint needs runc and a PID namespace of the container's
+        // own (else it is refused before its pause).
+        let checkpoint = op == "ctr-checkpoint";
         let pod = {
-            let (id, _) = m.create(&pod(), &host_options()).await.unwrap();
+            let mut o = host_options();
+            if checkpoint {
+                o.runtime_handler = Some("runc".into());
+            }
+            let (id, _) = m.create(&pod(), &o).await.unwrap();
             m.start(&id).await.unwrap();
             id
         };
-        let op = name.split_once('.').map(|(op, _)| op).unwrap_or(name);
+        let mut ctr = container_options();
+        if checkpoint {
+            ctr.security.pid_namespace = podscope_api::domain::NamespaceMode::Container;
+            let _ = std::fs::remove_dir_all(CHECKPOINTS);
+            std::fs::create_dir_all(CHECKPOINTS).unwrap();
+        }
         arm(name);
         let m = restart_armed().await;
+        let mut made = None;
         let answer = async {
-            let (id, _) = m
-                .create_container(&pod, "fp", 0, image, &container_options())
-                .await?;
+            let (id, _) = m.create_container(&pod, "fp", 0, image, &ctr).await?;
+            made = Some(id.clone());
             if op != "ctr-create" {
                 m.start_container(&id).await?;
             }
@@ -189,6 +204,10 @@ pub async fn run_containers(daemon: &Path, image: &str) -> Report {
             }
             if op == "ctr-remove" {
                 m.remove_container(&id).await?;
+            }
+            if checkpoint {
+                m.checkpoint_container(&id, &format!("{CHECKPOINTS}/fp.tar"), &Default::default())
+                    .await?;
             }
             zbus::Result::Ok(())
         }
@@ -201,7 +220,10 @@ pub async fn run_containers(daemon: &Path, image: &str) -> Report {
         report.kills += killed.len();
         report.covered.extend(killed);
         let m = restart_clean().await;
-        let found = super::leftovers::containers(&m).await;
+        let mut found = super::leftovers::containers(&m).await;
+        if let (true, Some(id)) = (checkpoint, &made) {
+            found.extend(checkpoint_leftovers(id));
+        }
         report
             .leaks
             .extend(found.into_iter().map(|l| format!("{name}: {l}")));
@@ -279,6 +301,28 @@ pub async fn run_containers(daemon: &Path, image: &str) -> Report {
     }
     drop(guard);
     report
+}
+
+/// What a checkpoint cut short may leave once recovery ran: the
+/// container frozen, its working directory, a temporary archive.
+fn checkpoint_leftovers(id: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let frozen = sh(&format!(
+        "find /sys/fs/cgroup -maxdepth 7 -path '*podscope-ctr-{id}.service/*' \\( -name freezer.state -o -name cgroup.events \\) -exec grep -lE '^(FROZEN|frozen 1)$' {{}} + ; true"
+    ));
+    if !frozen.trim().is_empty() {
+        found.push(format!("container {id} left frozen: {}", frozen.trim()));
+    }
+    let work = format!("/var/lib/podscope/containers/{id}/checkpoint.work");
+    if Path::new(&work).exists() {
+        found.push(format!("{work} left"));
+    }
+    let temps = sh(&format!("ls -A {CHECKPOINTS}"));
+    if !temps.trim().is_empty() {
+        found.push(format!("{CHECKPOINTS} holds {}", temps.trim()));
+    }
+    let _ = std::fs::remove_dir_all(CHECKPOINTS);
+    found
 }
 
 /// The cgroup directories of container `id`'s unit, in any hierarchy.

@@ -86,6 +86,12 @@ impl Kubelet {
         script("restart", &[], &[]);
     }
 
+    /// Stop kubelet and start it again with these feature gates ("" for
+    /// none), its pods left running; returns once it answers.
+    pub fn restart_with_gates(&self, feature_gates: &str) {
+        script("regate", &[], &[("FEATURE_GATES", feature_gates)]);
+    }
+
     /// Stop kubelet and remove its manifests (the pods it ran stay, for
     /// the caller to judge and remove).
     pub fn stop(self) {
@@ -171,6 +177,17 @@ impl Kubelet {
             .text()
             .await
             .unwrap_or_else(|e| panic!("kubelet /metrics: {e}"))
+    }
+
+    /// `/metrics/cadvisor`, as text: cAdvisor's families, or the runtime's
+    /// (ListPodSandboxMetrics) with `PodAndContainerStatsFromCRI`.
+    pub async fn cadvisor_metrics(&self) -> String {
+        self.get("/metrics/cadvisor")
+            .await
+            .unwrap_or_else(|e| panic!("kubelet /metrics/cadvisor: {e}"))
+            .text()
+            .await
+            .unwrap_or_else(|e| panic!("kubelet /metrics/cadvisor: {e}"))
     }
 
     /// Poll `/pods` every 25 ms until `done` holds for the pod `name` (None

@@ -183,16 +183,21 @@ pub async fn containers(m: &Client) -> Vec<String> {
         }
         // Running in the record, and in truth: not a process `create`
         // left waiting for a `start` that never came (the pods here use
-        // crun, whose state is in /run/crun).
+        // crun, whose state is in /run/crun, or runc for a checkpoint).
         if st.state == S::Running {
-            let said = sh(&format!("crun state {id} 2>&1"));
+            let said = sh(&format!(
+                "crun state {id} 2>/dev/null || runc state {id} 2>&1"
+            ));
             let status = serde_json::from_str::<serde_json::Value>(&said)
                 .ok()
                 .and_then(|v| v.get("status")?.as_str().map(str::to_owned));
-            if status.as_deref() == Some("created") {
-                found.push(format!(
-                    "running {id} was never started (crun state: created)"
-                ));
+            match status.as_deref() {
+                Some("created") => {
+                    found.push(format!("running {id} was never started (state: created)"))
+                }
+                // Frozen (a checkpoint cut short, not thawed).
+                Some("paused") => found.push(format!("running {id} is paused (frozen)")),
+                _ => {}
             }
         }
     }

@@ -405,6 +405,11 @@ fn check_map(field: &str, m: &BTreeMap<String, String>, count: usize, total: usi
     Ok(())
 }
 
+/// The privilege (polkit's detail `privileges`) of a checkpoint and of a
+/// restore: the daemon writes, or reads, an archive at a path the caller
+/// names, as root.
+pub const CHECKPOINT_PRIVILEGE: &str = "checkpoint";
+
 impl ContainerConfig {
     pub fn key(&self, pod: &SandboxId) -> ContainerKey {
         ContainerKey {
@@ -666,6 +671,11 @@ impl ContainerConfig {
     pub fn privileges(&self, seccomp_root: &Path) -> Vec<String> {
         let s = &self.security;
         let mut p = self.host_access();
+        // A restore reads an archive the daemon opens as root, and what it
+        // holds (memory, files) becomes the container's.
+        if crate::container::is_checkpoint_archive(&self.image) {
+            p.push(CHECKPOINT_PRIVILEGE.into());
+        }
         if s.seccomp.kind == ProfileKind::Localhost
             && !Path::new(&s.seccomp.localhost_ref).starts_with(seccomp_root)
         {
@@ -837,6 +847,10 @@ pub struct Container {
     /// held with its own).
     #[serde(default)]
     pub volumes: Vec<ImageVolume>,
+    /// The checkpoint archive it was made from ("" for none): its Start is
+    /// the runtime's restore from the images Create unpacked.
+    #[serde(default)]
+    pub restored_from: String,
 }
 
 /// An image mounted read-only as a volume (CRI's `Mount.image`).

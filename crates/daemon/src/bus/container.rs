@@ -44,6 +44,18 @@ impl ContainerObject {
             .remove_container(&hdr, self.entry.id.as_str())
             .await
     }
+    async fn checkpoint(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        location: &str,
+        options: podscope_api::DictArg<'_>,
+    ) -> Result<(), BusError> {
+        let options: podscope_api::container::CheckpointOptions =
+            podscope_api::from_dict(Some("options"), &options)?;
+        self.service
+            .checkpoint_container(&hdr, self.entry.id.as_str(), location.to_owned(), options)
+            .await
+    }
 
     #[zbus(property(emits_changed_signal = "const"))]
     fn id(&self) -> String {
@@ -198,14 +210,27 @@ impl Service {
     }
 
     /// The host access a process run in this container has: its pod's host
-    /// namespaces and its own (`ContainerConfig::host_access`).
+    /// namespaces and its own (`ContainerConfig::host_access`); and, for a
+    /// container restored from a checkpoint, the privilege "checkpoint":
+    /// its process is what the archive's CRIU images say (their user,
+    /// capabilities, seccomp filter and mounts, which CRIU restores as
+    /// root), not what its config says, and its Start runs CRIU.
     fn run_privileges(&self, entry: &ContainerEntry) -> Vec<String> {
-        let (pod_id, mut own) = entry.with(|c| (c.pod_id.clone(), c.config.host_access()));
+        let (pod_id, mut own, restored) = entry.with(|c| {
+            (
+                c.pod_id.clone(),
+                c.config.host_access(),
+                !c.restored_from.is_empty(),
+            )
+        });
         let mut p = match self.pods.get(&pod_id) {
             Some(pod) => pod.with(|sb| sb.config.host_namespaces()),
             None => Vec::new(),
         };
         p.append(&mut own);
+        if restored {
+            p.push(podscope_api::domain::container::CHECKPOINT_PRIVILEGE.to_owned());
+        }
         p
     }
 
@@ -361,6 +386,42 @@ impl Service {
         let this = self.clone();
         self.detached(async move { this.containers.update_resources(&entry, resources).await })
             .await?;
+        Ok(())
+    }
+
+    /// CheckpointContainer: the privilege `checkpoint` (manage-privileged):
+    /// the daemon writes the archive as root at a path the caller names,
+    /// and it holds the container's memory.
+    pub async fn checkpoint_container(
+        self: &Arc<Self>,
+        hdr: &Header<'_>,
+        id: &str,
+        location: String,
+        options: podscope_api::container::CheckpointOptions,
+    ) -> Result<(), BusError> {
+        let entry = self.containers.resolve(id)?;
+        let privileges = vec![podscope_api::domain::container::CHECKPOINT_PRIVILEGE.to_owned()];
+        self.auth
+            .check(
+                hdr,
+                polkit::action_for(&privileges),
+                Verb::CheckpointContainer,
+                || {
+                    let mut d = self.container_details(Verb::CheckpointContainer, &entry);
+                    d.push((Detail::Privileges, privileges.join(", ")));
+                    d
+                },
+            )
+            .await?;
+        let fds = self
+            .fds
+            .reserve(&format!("container {}: checkpoint", entry.id), 8)?;
+        let this = self.clone();
+        self.detached(async move {
+            let _fds = fds;
+            this.containers.checkpoint(&entry, &location, options).await
+        })
+        .await?;
         Ok(())
     }
 

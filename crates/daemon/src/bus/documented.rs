@@ -188,7 +188,7 @@ fn keys_of<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
 #[test]
 fn every_dictionary_key_is_in_the_xml() {
     use podscope_api::{container, exec, image, sandbox};
-    let types: [(&str, &[&str]); 23] = [
+    let types: [(&str, &[&str]); 24] = [
         ("Mount", keys_of::<container::Mount>()),
         ("Device", keys_of::<container::Device>()),
         ("HugepageLimit", keys_of::<container::HugepageLimit>()),
@@ -198,6 +198,10 @@ fn every_dictionary_key_is_in_the_xml() {
         ("ContainerFilter", keys_of::<container::ContainerFilter>()),
         ("ContainerSummary", keys_of::<container::ContainerSummary>()),
         ("ContainerStatus", keys_of::<container::ContainerStatus>()),
+        (
+            "CheckpointOptions",
+            keys_of::<container::CheckpointOptions>(),
+        ),
         ("ExecOptions", keys_of::<exec::ExecOptions>()),
         ("PullOptions", keys_of::<image::PullOptions>()),
         ("ImageFilter", keys_of::<image::ImageFilter>()),

@@ -42,6 +42,8 @@ impl From<zbus::Error> for BusError {
 
 impl DBusError for BusError {
     fn create_reply(&self, call: &Header<'_>) -> zbus::Result<Message> {
+        // Every method's error passes here on its way out: counted once.
+        crate::metrics::bus_error(call.member().map_or("", |m| m.as_str()), self.name);
         Message::error(call, self.name)?.build(&(self.message.as_str(),))
     }
     fn name(&self) -> ErrorName<'_> {

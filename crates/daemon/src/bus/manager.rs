@@ -231,6 +231,23 @@ impl Manager {
         self.service.reopen_container_log(&hdr, id).await
     }
 
+    // The container's memory (CRIU, through its runtime) and files into a
+    // checkpoint archive at `location`, which must not exist; the container
+    // keeps running unless options' `stop`.
+    async fn checkpoint_container(
+        &self,
+        #[zbus(header)] hdr: Header<'_>,
+        id: &str,
+        location: &str,
+        options: DictArg<'_>,
+    ) -> Result<(), BusError> {
+        let options: podscope_api::container::CheckpointOptions =
+            from_dict(Some("options"), &options)?;
+        self.service
+            .checkpoint_container(&hdr, id, owned_arg("location", location)?, options)
+            .await
+    }
+
     // Run `cmd` in a running container: (exit_code, stdout, stderr), each
     // output capped at 8 MiB; `timeout_ms` 0 is none.
     #[zbus(out_args("exit_code", "stdout", "stderr"))]

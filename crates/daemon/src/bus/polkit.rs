@@ -64,6 +64,7 @@ spelled! {
         RemoveContainer = "RemoveContainer",
         UpdateContainerResources = "UpdateContainerResources",
         ReopenContainerLog = "ReopenContainerLog",
+        CheckpointContainer = "CheckpointContainer",
         ExecSync = "ExecSync",
         Exec = "Exec",
         Attach = "Attach",

@@ -281,6 +281,13 @@ impl Cni {
     /// On failure nothing is undone here: the caller runs `del` (the spec's
     /// cleanup for a failed ADD) and decides what to keep.
     pub async fn add(&self, att: &Attachment) -> Result<Added> {
+        let t0 = std::time::Instant::now();
+        let r = self.add_chain(att).await;
+        crate::metrics::cni_operation("ADD", t0.elapsed(), r.is_ok());
+        r
+    }
+
+    async fn add_chain(&self, att: &Attachment) -> Result<Added> {
         let list = cached_list(att)?;
         let ctx = format!("CNI ADD on network {:?}", list.name);
         let mut prev: Option<Value> = None;
@@ -313,6 +320,13 @@ impl Cni {
     /// hold) and reports every failure. A namespace that is gone is passed
     /// as empty, as the spec allows.
     pub async fn del(&self, att: &Attachment) -> Result<PluginTimes> {
+        let t0 = std::time::Instant::now();
+        let r = self.del_chain(att).await;
+        crate::metrics::cni_operation("DEL", t0.elapsed(), r.is_ok());
+        r
+    }
+
+    async fn del_chain(&self, att: &Attachment) -> Result<PluginTimes> {
         let list = cached_list(att)?;
         let mut att = att.clone();
         if !att.netns.is_empty() && !Path::new(&att.netns).exists() {

@@ -50,9 +50,18 @@ impl<S: SystemdClient + Clone> Containers<S> {
     pub async fn create(
         &self,
         pod_id: &str,
-        config: ContainerConfig,
+        mut config: ContainerConfig,
     ) -> Result<Arc<ContainerEntry>> {
         config.validate()?;
+        // A restore: the archive checked whole, and the image it was made
+        // from in place of its path.
+        let restore = if podscope_api::container::is_checkpoint_archive(&config.image) {
+            let r = self.open_archive(&config.image).await?;
+            config.image = r.image.clone();
+            Some(r)
+        } else {
+            None
+        };
         // What can be known before anything is made: unified's values, and
         // its keys against the node's controllers.
         unified::plan(&config.resources.unified)?;
@@ -88,6 +97,9 @@ impl<S: SystemdClient + Clone> Containers<S> {
         let name = config.name.clone();
         let ctx = |step: &str| format!("container {name} in sandbox {}: create: {step}", sb.id);
         let (handler_name, handler) = self.runtime_of(&sb)?;
+        if let Some(r) = &restore {
+            self.can_restore(handler_name, handler, r).await?;
+        }
         // The CDI devices, resolved now against the spec files as they are
         // and their edits checked against the host: what is made is what
         // they said at this moment (a spec removed before Start changes
@@ -284,6 +296,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             podscope_api::domain::slice::slice_cgroup_path(&slice),
             podscope_api::domain::container::container_unit_name(&id)
         );
+        let cgroup = unit_cgroup.clone();
         let view = pod_view(&self.settings, &sb);
         let user_record = podscope_api::domain::container::ContainerUser {
             uid: user.uid,
@@ -325,7 +338,10 @@ impl<S: SystemdClient + Clone> Containers<S> {
                 }
             }
         };
-        let json = serde_json::to_vec_pretty(&oci).expect("a spec serialises");
+        let json = match &restore {
+            None => serde_json::to_vec_pretty(&oci).expect("a spec serialises"),
+            Some(r) => r.spec_for(&oci, &self.bundle(&id).join(super::restore::CRIU_CONF)),
+        };
 
         let key = config.key(&sb.id);
         self.registry.reserve(&key)?;
@@ -336,6 +352,18 @@ impl<S: SystemdClient + Clone> Containers<S> {
         rootfs::Dirs::of(&bundle)
             .make()
             .with_context(|| ctx("root directories"))?;
+        let restored_from = match restore {
+            Some(r) => {
+                let path = r.path.display().to_string();
+                super::restore::write_criu_conf(&bundle.join(super::restore::CRIU_CONF), &cgroup)
+                    .map_err(|e| e.context(ctx("restore")))?;
+                self.unpack_archive(r, &bundle)
+                    .await
+                    .map_err(|e| e.context(ctx("restore")))?;
+                path
+            }
+            None => String::new(),
+        };
         failpoint::hit(failpoint::CTR_CREATE_DIRS_MADE);
 
         let now = podscope_api::domain::sandbox::now_usec();
@@ -371,6 +399,7 @@ impl<S: SystemdClient + Clone> Containers<S> {
             user: Some(user_record),
             cdi: cdi_applied,
             volumes,
+            restored_from,
             config,
         };
         self.store

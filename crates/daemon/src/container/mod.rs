@@ -13,7 +13,10 @@
 //! their own, so a caller hanging up never cuts a step short. Lock order:
 //! the pod's `op`, the pod's `members` gate, then the container's `op`.
 
+pub mod archive;
 mod attach;
+mod checkpoint;
+mod checkpoint_key;
 mod cpuacct;
 mod create;
 mod exec;
@@ -23,6 +26,7 @@ pub mod oom;
 mod reconcile;
 mod remove;
 mod reopen;
+mod restore;
 pub mod rootfs;
 mod runtime;
 mod signals;
@@ -451,6 +455,12 @@ impl<S: SystemdClient + Clone> Containers<S> {
                     .unwrap_or_else(|| c.pod_id.to_string()),
                 exit.message
             );
+        }
+        // Seen now, not carried over from the record (a recovered end).
+        if oom_killed && !c.oom_killed {
+            crate::metrics::oom_kill("kernel");
+        } else if oomd_killed {
+            crate::metrics::oom_kill("systemd-oomd");
         }
         if exit.reason.is_empty() {
             exit.reason = exit_reason(exit.code, oom_killed).to_owned();

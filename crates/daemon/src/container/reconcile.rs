@@ -87,6 +87,8 @@ impl<S: SystemdClient + Clone> Containers<S> {
             let unit_known = units.contains_key(&entry.with(|c| c.unit()));
             let r = match (state, unit_known) {
                 (ContainerState::Running, _) | (ContainerState::Created, true) => {
+                    // A checkpoint the daemon's end cut short: thawed first.
+                    self.recover_cut_short(&entry.snapshot()).await;
                     self.reattach(&entry, fds, &mut report).await
                 }
                 (ContainerState::Created, false) => self.reset_created(&entry).await,

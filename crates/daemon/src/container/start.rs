@@ -370,6 +370,20 @@ impl<S: SystemdClient + Clone> Containers<S> {
             None
         };
         let unified = unified::plan(&c.resources.unified).map_err(|e| e.context(ctx("limits")))?;
+        let restoring = !c.restored_from.is_empty();
+        let (restore_images, restore_work, restore_pid) = (
+            dirs.bundle.join(super::restore::IMAGES),
+            run_dir.join(super::restore::WORK),
+            run_dir.join("restore.pid"),
+        );
+        if restoring {
+            std::fs::create_dir_all(&restore_work).map_err(|e| {
+                Error::io(
+                    format!("{}: create {}", ctx("restore"), restore_work.display()),
+                    e,
+                )
+            })?;
+        }
         let props = unit::properties(unit::UnitSpec {
             description: format!(
                 "podscope container {}/{} ({})",
@@ -398,6 +412,11 @@ impl<S: SystemdClient + Clone> Containers<S> {
             start_timeout_usec: self.settings.start_timeout_ms * 1000,
             stop_timeout_usec: self.settings.stop_timeout_ms * 1000,
             limits: unified::merged(limit_properties(&c.resources), &unified),
+            restore: restoring.then(|| unit::Restoring {
+                images: &restore_images,
+                work: &restore_work,
+                pid_file: &restore_pid,
+            }),
         });
         let unit = c.unit();
         let console_task = console.map(|(_, l)| tokio::spawn(receive_console(l)));
@@ -410,7 +429,24 @@ impl<S: SystemdClient + Clone> Containers<S> {
             // The runtime's own words say why (a command not found in the
             // image, a mount it could not make).
             let said = std::fs::read_to_string(&runtime_log).unwrap_or_default();
-            let said = runtime_message(&said).unwrap_or_else(|| log.tail());
+            let mut said = runtime_message(&said).unwrap_or_else(|| log.tail());
+            if restoring {
+                let criu = std::fs::read_to_string(restore_work.join("restore.log"))
+                    .map(|l| archive::log_tail(&l))
+                    .unwrap_or_default();
+                warn!(
+                    container_id = %c.id,
+                    step = "restore",
+                    runtime_said = %said,
+                    criu_said = %criu,
+                    "container {}: restore from {} failed",
+                    c.id,
+                    c.restored_from
+                );
+                if !criu.is_empty() {
+                    said = format!("{said}; CRIU's restore.log: {criu}");
+                }
+            }
             return Err(if said.is_empty() {
                 e.context(ctx("unit"))
             } else {
@@ -486,14 +522,30 @@ impl<S: SystemdClient + Clone> Containers<S> {
         unified::write_files(&self.hostns, &c.cgroup_path(), &unified)
             .await
             .map_err(|e| e.context(ctx("limits")))?;
-        runtime::start(
-            handler,
-            &runtime_log,
-            c.id.as_str(),
-            self.settings.start_timeout(),
-        )
-        .await
-        .map_err(|e| e.context(ctx(&format!("runtime {handler_name}"))))?;
+        if restoring {
+            // Restored running: no start. Its images are not needed again.
+            let _ = crate::state::files::remove_tree_on_one_fs(&restore_images);
+            info!(
+                event = podscope_sys::logging::event::CONTAINER_RESTORED,
+                container_id = %c.id,
+                sandbox_id = %c.pod_id,
+                step = "restore",
+                archive = %c.restored_from,
+                "container {} ({}) restored from {}",
+                c.id,
+                c.config.name,
+                c.restored_from
+            );
+        } else {
+            runtime::start(
+                handler,
+                &runtime_log,
+                c.id.as_str(),
+                self.settings.start_timeout(),
+            )
+            .await
+            .map_err(|e| e.context(ctx(&format!("runtime {handler_name}"))))?;
+        }
         step(st, 5);
         let mut next = c.clone();
         next.state = ContainerState::Running;

@@ -90,6 +90,7 @@ fn record(state: ContainerState) -> Container {
         user: None,
         cdi: Default::default(),
         volumes: vec![],
+        restored_from: String::new(),
     }
 }
 

@@ -92,13 +92,46 @@ pub struct UnitSpec<'a> {
     pub stop_timeout_usec: u64,
     /// MemoryMax, CPU quota and weight, cpusets.
     pub limits: Vec<(&'static str, Prop)>,
+    /// A restore from a checkpoint: the runtime's `restore --detach` in
+    /// place of `create` (the daemon runs no `start`).
+    pub restore: Option<Restoring<'a>>,
+}
+
+/// Where a restore's CRIU images are, its work directory and the PID file
+/// the runtime writes (systemd takes the main PID from it).
+pub struct Restoring<'a> {
+    pub images: &'a Path,
+    pub work: &'a Path,
+    pub pid_file: &'a Path,
 }
 
 pub fn properties(u: UnitSpec<'_>) -> Vec<(&'static str, Prop)> {
     let log = format!("--log={}", u.runtime_log.display());
     let bundle = u.bundle.display().to_string();
     let console = u.console_socket.map(|p| p.display().to_string());
-    let mut create: Vec<&str> = vec![&log, "create", "--bundle", &bundle];
+    let restore = u.restore.as_ref().map(|r| {
+        (
+            r.images.display().to_string(),
+            r.work.display().to_string(),
+            r.pid_file.display().to_string(),
+        )
+    });
+    let mut create: Vec<&str> = match &restore {
+        None => vec![&log, "create", "--bundle", &bundle],
+        Some((images, work, pid)) => vec![
+            &log,
+            "restore",
+            "--detach",
+            "--bundle",
+            &bundle,
+            "--image-path",
+            images,
+            "--work-path",
+            work,
+            "--pid-file",
+            pid,
+        ],
+    };
     if let Some(c) = &console {
         create.extend(["--console-socket", c]);
     }
@@ -126,6 +159,9 @@ pub fn properties(u: UnitSpec<'_>) -> Vec<(&'static str, Prop)> {
         ("MemoryAccounting", Prop::Bool(true)),
         ("TasksAccounting", Prop::Bool(true)),
     ];
+    if let Some((_, _, pid)) = &restore {
+        props.push(("PIDFile", Prop::Str(pid.clone())));
+    }
     // crun deletes its state as the unit stops. runc does not: its delete
     // runs in the unit's cgroup (systemd forks ExecStopPost= there), tries
     // to remove that cgroup, finds itself in it (EBUSY) and tries again
@@ -230,6 +266,7 @@ mod tests {
             start_timeout_usec: 1,
             stop_timeout_usec: 2,
             limits: vec![("MemoryMax", Prop::U64(1 << 26))],
+            restore: None,
         }
     }
 
@@ -312,6 +349,46 @@ mod tests {
             get(&props, "ExecStopPost").is_none(),
             "runc's delete in the unit's cgroup waits 150 ms on itself"
         );
+    }
+
+    #[test]
+    fn a_restore_is_the_runtimes_restore_detached_with_its_pid_file() {
+        let h = RuntimeHandler {
+            path: "/usr/sbin/runc".into(),
+            kind: None,
+            root: Default::default(),
+        };
+        let mut s = spec(&h);
+        s.restore = Some(Restoring {
+            images: Path::new("/var/lib/podscope/containers/abc/criu-images"),
+            work: Path::new("/run/podscope/containers/abc/restore.work"),
+            pid_file: Path::new("/run/podscope/containers/abc/pid"),
+        });
+        let props = properties(s);
+        let Some(Prop::Exec(start)) = get(&props, "ExecStart") else {
+            panic!()
+        };
+        assert_eq!(
+            start[0].argv[2..],
+            [
+                "restore",
+                "--detach",
+                "--bundle",
+                "/var/lib/podscope/containers/abc",
+                "--image-path",
+                "/var/lib/podscope/containers/abc/criu-images",
+                "--work-path",
+                "/run/podscope/containers/abc/restore.work",
+                "--pid-file",
+                "/run/podscope/containers/abc/pid",
+                "abc"
+            ]
+        );
+        assert_eq!(
+            get(&props, "PIDFile"),
+            Some(&Prop::Str("/run/podscope/containers/abc/pid".into()))
+        );
+        assert_eq!(get(&props, "Type"), Some(&Prop::Str("forking".into())));
     }
 
     #[test]

@@ -15,6 +15,13 @@
 //! option it does not know could be dropped silently, and a mount thought
 //! read-only would be writable.
 //!
+//! - Checkpoint and restore (not a CRI feature; CheckpointContainer and a
+//!   restore ask): the runtime is built with CRIU's support, as its
+//!   `features` annotations say (`org.opencontainers.runc.checkpoint.enabled`,
+//!   `run.oci.crun.checkpoint.enabled`: "true"), or a crun without
+//!   `features` its `--version` flags (`+CRIU`). Whether CRIU itself runs
+//!   on this kernel is CRIU's to say when it is asked to dump.
+//!
 //! Probing runs the binary, so each answer is kept until the binary
 //! changes (its size or mtime).
 
@@ -39,6 +46,9 @@ pub struct HandlerFeatures {
     pub user_namespaces: bool,
     /// For operators: "user namespaces: crun 1.8.1 has no idmapped mounts".
     pub why_not: Vec<String>,
+    /// Checkpoint and restore with CRIU; else why not.
+    pub checkpoint: bool,
+    pub checkpoint_why_not: String,
 }
 
 /// What the runtime binary says of itself (before the kernel is asked).
@@ -47,6 +57,8 @@ struct RuntimeSays {
     rro: bool,
     userns: bool,
     why_not: Vec<String>,
+    checkpoint: bool,
+    checkpoint_why_not: String,
 }
 
 /// `<runtime> features`' JSON (OCI runtime-spec's features document).
@@ -59,6 +71,18 @@ fn from_features(name: &str, json: &str) -> Option<RuntimeSays> {
     let rro = has(&v["mountOptions"], "rro");
     let user_ns = has(&v["linux"]["namespaces"], "user");
     let idmap = v["linux"]["mountExtensions"]["idmap"]["enabled"].as_bool() == Some(true);
+    let annotations = &v["annotations"];
+    let checkpoint = [
+        "org.opencontainers.runc.checkpoint.enabled",
+        "run.oci.crun.checkpoint.enabled",
+    ]
+    .iter()
+    .any(|k| annotations[*k].as_str() == Some("true"));
+    let checkpoint_why_not = if checkpoint {
+        String::new()
+    } else {
+        format!("{name} is built without CRIU (its features say no checkpoint.enabled)")
+    };
     let mut why_not = Vec::new();
     if !rro {
         why_not.push(format!(
@@ -79,6 +103,8 @@ fn from_features(name: &str, json: &str) -> Option<RuntimeSays> {
         rro,
         userns: user_ns && idmap,
         why_not,
+        checkpoint,
+        checkpoint_why_not,
     })
 }
 
@@ -100,10 +126,20 @@ fn from_version(name: &str, kind: RuntimeKind, version_text: &str) -> RuntimeSay
     why_not.push(format!(
         "user namespaces: {name} has no features command ({said:?}): idmapped mounts need crun 1.9 or runc 1.2"
     ));
+    // crun lists what it was built with: "+SYSTEMD +SELINUX ... +CRIU".
+    let checkpoint = version_text
+        .lines()
+        .any(|l| l.split_whitespace().any(|w| w == "+CRIU"));
     RuntimeSays {
         rro,
         userns: false,
         why_not,
+        checkpoint,
+        checkpoint_why_not: if checkpoint {
+            String::new()
+        } else {
+            format!("{name} ({said}) is built without CRIU (no +CRIU in its --version)")
+        },
     }
 }
 
@@ -121,6 +157,8 @@ fn combine(says: RuntimeSays, kernel: Option<(u32, u32)>) -> HandlerFeatures {
         recursive_read_only_mounts: says.rro,
         user_namespaces: says.userns,
         why_not: says.why_not,
+        checkpoint: says.checkpoint,
+        checkpoint_why_not: says.checkpoint_why_not,
     };
     let at_least = |want: (u32, u32)| kernel.is_some_and(|k| k >= want);
     let release = kernel.map_or("unknown".to_owned(), |(a, b)| format!("{a}.{b}"));
@@ -313,6 +351,24 @@ mod tests {
     }
 
     #[test]
+    fn checkpoint_from_features_or_version() {
+        let runc = r#"{"annotations":{"org.opencontainers.runc.checkpoint.enabled":"true"}}"#;
+        assert!(from_features("runc", runc).unwrap().checkpoint);
+        // crun 1.27.1 as built in ../shared/tools: without libcriu.
+        let crun = r#"{"annotations":{"run.oci.crun.checkpoint.enabled":"false"}}"#;
+        let s = from_features("crun-userns", crun).unwrap();
+        assert!(!s.checkpoint);
+        assert!(s
+            .checkpoint_why_not
+            .contains("crun-userns is built without CRIU"));
+        let debian = "crun version 1.8.1\ncommit: f8a\nspec: 1.0.0\n+SYSTEMD +SELINUX +APPARMOR +CAP +SECCOMP +EBPF +YAJL\n";
+        let s = from_version("crun", RuntimeKind::Crun, debian);
+        assert!(!s.checkpoint && s.checkpoint_why_not.contains("no +CRIU"));
+        let with = "crun version 1.8.1\n+SYSTEMD +CRIU +YAJL\n";
+        assert!(from_version("crun", RuntimeKind::Crun, with).checkpoint);
+    }
+
+    #[test]
     fn not_json_is_no_answer() {
         assert_eq!(from_features("x", "unknown command features"), None);
     }
@@ -335,6 +391,7 @@ mod tests {
             rro: true,
             userns: true,
             why_not: vec![],
+            ..Default::default()
         };
         let f = combine(both.clone(), Some((6, 18)));
         assert!(f.recursive_read_only_mounts && f.user_namespaces);
@@ -352,6 +409,7 @@ mod tests {
             rro: true,
             userns: true,
             why_not: vec![],
+            ..Default::default()
         };
         let f = combine(both, Some((6, 18)));
         assert!(f.recursive_read_only_mounts && f.user_namespaces);

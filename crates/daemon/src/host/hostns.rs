@@ -542,6 +542,56 @@ impl HostNs {
         Ok(buf)
     }
 
+    /// The directory a checkpoint archive is written into, as the host
+    /// sees it, following no symbolic link on the way (the daemon writes
+    /// there as root, at a path a caller named). Not made when missing.
+    pub async fn open_dir(&self, dir: &Path) -> Result<OwnedFd> {
+        let (base, dirs, name) = split_beneath(Path::new("/"), dir)?;
+        let op = Op::OpenBeneath {
+            root: base,
+            dirs,
+            name,
+            make_dirs: false,
+            flags: libc::O_RDONLY | libc::O_DIRECTORY,
+            mode: 0,
+        };
+        let what = format!("open the directory {}", dir.display());
+        let mut fds = self
+            .run(vec![op])
+            .await
+            .map_err(|e| beneath_error(what.clone(), Path::new("/"), e))?;
+        let fd = fds
+            .pop()
+            .flatten()
+            .ok_or_else(|| Error::internal(format!("{what}: no descriptor came back")))?;
+        let f = std::fs::File::from(fd);
+        let t = f
+            .metadata()
+            .map_err(|e| Error::io(format!("stat {}", dir.display()), e))?
+            .file_type();
+        if !t.is_dir() {
+            return Err(Error::invalid(
+                "location",
+                format!("{} is not a directory", dir.display()),
+            ));
+        }
+        Ok(OwnedFd::from(f))
+    }
+
+    /// A regular file a caller named, opened for reading as the host sees
+    /// it, following no symbolic link (a checkpoint archive to restore).
+    pub async fn open_for_reading(&self, path: &Path) -> Result<OwnedFd> {
+        self.open_beneath(
+            Vec::new(),
+            Path::new("/"),
+            path,
+            libc::O_RDONLY,
+            0,
+            format!("open {}", path.display()),
+        )
+        .await
+    }
+
     /// Run `before`, then `Op::OpenBeneath` for `path` (`split_beneath`),
     /// in one child; the descriptor, checked to be a regular file. A file
     /// opened to be created gets its missing directories made too. `what`

@@ -41,10 +41,7 @@ impl From<&podscope_config::Settings> for ImageSettings {
     fn from(s: &podscope_config::Settings) -> Self {
         let mut i = ImageSettings::with_store(s.image_dir.clone());
         i.max_concurrent_downloads = s.max_concurrent_downloads as usize;
-        i.layer_limits = unpack::Limits {
-            max_bytes: s.layer_max_bytes,
-            max_entries: s.layer_max_entries,
-        };
+        i.layer_limits = s.into();
         i.timeouts = client::Timeouts {
             connect: Duration::from_millis(s.pull_connect_timeout_ms),
             stall: Duration::from_millis(s.pull_stall_timeout_ms),

@@ -43,14 +43,41 @@ pub struct Pulled {
 }
 
 impl Images {
-    /// Pull `reference` (a CRI image name, normalised here).
+    /// Pull `reference` (a CRI image name, normalised here), counted in
+    /// the metrics by the image's registry.
     pub async fn pull(
         self: &Arc<Self>,
         reference: &str,
         creds: Option<Credentials>,
         progress: Arc<Progress>,
     ) -> Result<Pulled> {
-        let r = Reference::parse(reference)?;
+        let started = Instant::now();
+        let mut registry = String::new();
+        let r = match Reference::parse(reference) {
+            Ok(r) => {
+                registry = r.domain.clone();
+                self.pull_parsed(&r, creds, progress).await
+            }
+            Err(e) => Err(e),
+        };
+        let outcome = match &r {
+            Ok(p) => Ok(p.fetched_bytes),
+            Err(e) => {
+                let name = podscope_api::errors::error_name(e.kind());
+                Err(name.rsplit('.').next().unwrap_or(name))
+            }
+        };
+        crate::metrics::image_pull(&registry, started.elapsed(), outcome);
+        r
+    }
+
+    async fn pull_parsed(
+        self: &Arc<Self>,
+        r: &Reference,
+        creds: Option<Credentials>,
+        progress: Arc<Progress>,
+    ) -> Result<Pulled> {
+        let r = r.clone();
         let started = Instant::now();
         // Held from here: no garbage collection takes what this pull
         // finds present and is about to name in a record.

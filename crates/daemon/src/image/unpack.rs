@@ -42,6 +42,15 @@ pub struct Limits {
     pub max_entries: u64,
 }
 
+impl From<&podscope_config::Settings> for Limits {
+    fn from(s: &podscope_config::Settings) -> Self {
+        Limits {
+            max_bytes: s.layer_max_bytes,
+            max_entries: s.layer_max_entries,
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {

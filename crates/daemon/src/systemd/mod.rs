@@ -99,6 +99,13 @@ pub struct ExecCommand {
     pub ignore_failure: bool,
 }
 
+/// `call`, counted as one call to systemd's `method` (the metrics'
+/// `podscope_systemd_calls_total`): each one made, a repeat too.
+fn counted<T>(method: &'static str, call: T) -> T {
+    crate::metrics::systemd_call(method);
+    call
+}
+
 #[derive(Clone)]
 pub struct Systemd {
     conn: Connection,
@@ -278,7 +285,9 @@ impl Systemd {
         let props_changed = MessageStream::for_match_rule(props_rule, conn, Some(SIGNAL_QUEUE))
             .await
             .map_err(sub)?;
-        manager.subscribe().await.map_err(sub)?;
+        counted("Subscribe", manager.subscribe())
+            .await
+            .map_err(sub)?;
 
         let lost = Arc::new(Notify::new());
         tokio::spawn(dispatch_jobs(job_removed, jobs.clone(), lost.clone()));
@@ -330,11 +339,14 @@ impl Systemd {
             let r = self
                 .gate
                 .call(&step, deadline, || {
-                    self.manager.start_transient_unit(
-                        unit.to_owned(),
-                        "fail".into(),
-                        props.clone(),
-                        vec![],
+                    counted(
+                        "StartTransientUnit",
+                        self.manager.start_transient_unit(
+                            unit.to_owned(),
+                            "fail".into(),
+                            props.clone(),
+                            vec![],
+                        ),
                     )
                 })
                 .await?;
@@ -393,8 +405,11 @@ impl Systemd {
         let step = format!("SetUnitProperties {unit}");
         self.gate
             .call_soon(&step, || {
-                self.manager
-                    .set_unit_properties(unit.to_owned(), true, props.clone())
+                counted(
+                    "SetUnitProperties",
+                    self.manager
+                        .set_unit_properties(unit.to_owned(), true, props.clone()),
+                )
             })
             .await?
             .map_err(|e| bus_err(&step, e))
@@ -408,7 +423,10 @@ impl Systemd {
         let job = self
             .gate
             .call(&step, deadline, || {
-                self.manager.start_unit(unit.to_owned(), "replace".into())
+                counted(
+                    "StartUnit",
+                    self.manager.start_unit(unit.to_owned(), "replace".into()),
+                )
             })
             .await?
             .map_err(|e| bus_err(&step, e))?;
@@ -449,7 +467,10 @@ impl Systemd {
             let r = self
                 .gate
                 .call(&step, deadline, || {
-                    self.manager.stop_unit(unit.to_owned(), "replace".into())
+                    counted(
+                        "StopUnit",
+                        self.manager.stop_unit(unit.to_owned(), "replace".into()),
+                    )
                 })
                 .await?;
             match r {
@@ -477,7 +498,10 @@ impl Systemd {
         match self
             .gate
             .call_soon(&step, || {
-                self.manager.kill_unit(unit.to_owned(), whom.into(), signal)
+                counted(
+                    "KillUnit",
+                    self.manager.kill_unit(unit.to_owned(), whom.into(), signal),
+                )
             })
             .await?
         {
@@ -498,7 +522,9 @@ impl Systemd {
         let step = format!("UnrefUnit {unit}");
         match self
             .gate
-            .call_soon(&step, || self.manager.unref_unit(unit.to_owned()))
+            .call_soon(&step, || {
+                counted("UnrefUnit", self.manager.unref_unit(unit.to_owned()))
+            })
             .await
         {
             Ok(Ok(())) => {}
@@ -514,7 +540,12 @@ impl Systemd {
         let step = format!("ResetFailedUnit {unit}");
         match self
             .gate
-            .call_soon(&step, || self.manager.reset_failed_unit(unit.to_owned()))
+            .call_soon(&step, || {
+                counted(
+                    "ResetFailedUnit",
+                    self.manager.reset_failed_unit(unit.to_owned()),
+                )
+            })
             .await?
         {
             Ok(()) => Ok(()),
@@ -540,6 +571,7 @@ impl Systemd {
             async move {
                 self.gate
                     .call_soon(step, || async {
+                        counted("Get", ());
                         let reply = self
                             .conn
                             .call_method(
@@ -620,7 +652,11 @@ impl Systemd {
             return Ok(None);
         };
         let step = format!("ActiveState of {unit}");
-        match self.gate.call_soon(&step, || proxy.active_state()).await? {
+        match self
+            .gate
+            .call_soon(&step, || counted("Get", proxy.active_state()))
+            .await?
+        {
             Ok(s) => Ok(Some(s)),
             Err(e) if is_no_such_unit(&e) || is_unknown_object(&e) => Ok(None),
             Err(e) => Err(bus_err(&step, e)),
@@ -633,7 +669,11 @@ impl Systemd {
             return Ok(false);
         };
         let step = format!("Job of {unit}");
-        match self.gate.call_soon(&step, || proxy.job()).await? {
+        match self
+            .gate
+            .call_soon(&step, || counted("Get", proxy.job()))
+            .await?
+        {
             Ok((id, _)) => Ok(id != 0),
             Err(e) if is_no_such_unit(&e) || is_unknown_object(&e) => Ok(false),
             Err(e) => Err(bus_err(&step, e)),
@@ -661,7 +701,9 @@ impl Systemd {
         let step = format!("GetUnit {unit}");
         match self
             .gate
-            .call_soon(&step, || self.manager.get_unit(unit.to_owned()))
+            .call_soon(&step, || {
+                counted("GetUnit", self.manager.get_unit(unit.to_owned()))
+            })
             .await?
         {
             Ok(p) => Ok(Some(p)),
@@ -675,8 +717,11 @@ impl Systemd {
         let units = self
             .gate
             .call_soon("ListUnitsByPatterns", || {
-                self.manager
-                    .list_units_by_patterns(vec![], vec![pattern.to_owned()])
+                counted(
+                    "ListUnitsByPatterns",
+                    self.manager
+                        .list_units_by_patterns(vec![], vec![pattern.to_owned()]),
+                )
             })
             .await?
             .map_err(|e| bus_err("ListUnitsByPatterns", e))?;
