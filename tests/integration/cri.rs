@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 use tonic::Code;
 
-const SOCKET: &str = "/run/podscope/cri.sock";
+pub(crate) const SOCKET: &str = "/run/podscope/cri.sock";
 
 async fn clients_at(path: &str) -> (RuntimeServiceClient<Channel>, ImageServiceClient<Channel>) {
     let ch = cri_api::channel(Path::new(path))
@@ -24,7 +24,7 @@ async fn clients_at(path: &str) -> (RuntimeServiceClient<Channel>, ImageServiceC
     )
 }
 
-async fn runtime() -> RuntimeServiceClient<Channel> {
+pub(crate) async fn runtime() -> RuntimeServiceClient<Channel> {
     clients_at(SOCKET).await.0
 }
 

@@ -6,6 +6,7 @@
 //! the test's own traffic.
 
 use crate::containers::{log_pod, pull_busybox, run, sh_cmd};
+use crate::cri::{runtime, SOCKET};
 use cri_api::v1 as cri;
 use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use podscope_test_support::harness::*;
@@ -14,15 +15,6 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
-
-const SOCKET: &str = "/run/podscope/cri.sock";
-
-async fn runtime() -> RuntimeServiceClient<Channel> {
-    let ch = cri_api::channel(Path::new(SOCKET))
-        .await
-        .unwrap_or_else(|e| panic!("connect to {SOCKET}: {e}"));
-    RuntimeServiceClient::new(ch)
-}
 
 async fn descriptors(c: &mut RuntimeServiceClient<Channel>) -> HashMap<String, Vec<String>> {
     c.list_metric_descriptors(cri::ListMetricDescriptorsRequest {})

@@ -310,6 +310,17 @@ pub const ALL: &[&Family] = &[
     &PROCESS_START_TIME,
 ];
 
+/// Prometheus' naming conventions as podscope holds its metric names to
+/// them (its own families and the CRI's cAdvisor ones): lower case, digits
+/// and `_`, and a counter's name, and only a counter's, ends in `_total`.
+pub fn conventional_name(name: &str, counter: bool) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && name.ends_with("_total") == counter
+}
+
 /// The family named `name`.
 pub fn by_name(name: &str) -> Option<&'static Family> {
     ALL.iter().copied().find(|f| f.name == name)
@@ -335,16 +346,9 @@ mod tests {
             assert!(seen.insert(f.name), "{} twice", f.name);
             assert!(f.name.starts_with("podscope_"), "{}", f.name);
             assert!(
-                f.name
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
-                "{}",
-                f.name
-            );
-            assert_eq!(
-                f.name.ends_with("_total"),
-                f.kind == Kind::Counter,
-                "{}: a counter's name, and only a counter's, ends in _total",
+                conventional_name(f.name, f.kind == Kind::Counter),
+                "{}: lower case, digits and _; a counter's name, and only a counter's, \
+                 ends in _total",
                 f.name
             );
             assert_eq!(

@@ -5,46 +5,11 @@
 //! name, must be in podscoped(8), each member under its interface's
 //! subsection, and every error in the XML's own list.
 
+use super::interface_xml::{interfaces, XML};
 use podscope_api::error::ErrorKind;
 use podscope_api::errors::error_name;
 
-const XML: &str = include_str!("../../../../dbus/org.podscope.Sandbox1.xml");
 const MAN: &str = include_str!("../../../../man/podscoped.8");
-
-/// (interface, [(kind, member)]) from the XML, comments left out.
-fn interfaces(xml: &str) -> Vec<(String, Vec<(&'static str, String)>)> {
-    let mut text = String::new();
-    let mut rest = xml;
-    while let Some(i) = rest.find("<!--") {
-        text.push_str(&rest[..i]);
-        rest = rest[i..].split_once("-->").map_or("", |(_, r)| r);
-    }
-    text.push_str(rest);
-    let mut out: Vec<(String, Vec<(&'static str, String)>)> = Vec::new();
-    for tag in text.split('<').skip(1) {
-        let kind = tag.split([' ', '>', '/']).next().unwrap_or("");
-        let Some(name) = name_attr(tag) else { continue };
-        match kind {
-            "interface" => out.push((name.to_owned(), Vec::new())),
-            "method" | "property" | "signal" => {
-                let kind = match kind {
-                    "method" => "method",
-                    "property" => "property",
-                    _ => "signal",
-                };
-                if let Some((_, members)) = out.last_mut() {
-                    members.push((kind, name.to_owned()));
-                }
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-fn name_attr(tag: &str) -> Option<&str> {
-    tag.split("name=\"").nth(1)?.split('"').next()
-}
 
 /// The man page's text under `.SS heading` (to the next .SS or .SH),
 /// groff's `\-` read as `-`.
@@ -108,26 +73,6 @@ fn every_member_and_error_is_in_the_man_page_and_the_xml() {
         missing.is_empty(),
         "man/podscoped.8 lacks: {}",
         missing.join(", ")
-    );
-}
-
-#[test]
-fn the_parser_sees_what_the_xml_holds() {
-    let ifaces = interfaces(
-        r#"<node><!-- <interface name="x.Comment"> -->
-        <interface name="a.B"><method name="M"><arg name="x"/></method>
-        <property name="P" type="s" access="read"/><signal name="S"/></interface></node>"#,
-    );
-    assert_eq!(
-        ifaces,
-        vec![(
-            "a.B".to_owned(),
-            vec![
-                ("method", "M".to_owned()),
-                ("property", "P".to_owned()),
-                ("signal", "S".to_owned())
-            ]
-        )]
     );
 }
 

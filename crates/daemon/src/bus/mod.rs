@@ -13,6 +13,7 @@ pub mod container;
 mod documented;
 pub mod errors;
 pub mod images;
+pub mod interface_xml;
 pub mod limits;
 pub mod manager;
 pub mod polkit;

@@ -8,8 +8,8 @@
 //! method's error becomes its reply (`bus::errors::BusError`).
 //!
 //! A method name comes from the caller, so only the names the interface
-//! XML declares (and the standard interfaces' few) are kept; any other is
-//! `other`.
+//! XML declares (`bus::interface_xml`, and the standard interfaces' few)
+//! are kept; any other is `other`.
 
 use futures_util::StreamExt;
 use podscope_metrics::{catalog, OTHER};
@@ -17,8 +17,6 @@ use std::collections::BTreeSet;
 use std::sync::LazyLock;
 use zbus::message::Type;
 use zbus::{Connection, MatchRule, MessageStream};
-
-const XML: &str = include_str!("../../../../dbus/org.podscope.Sandbox1.xml");
 
 /// What org.freedesktop.DBus.{Properties,Introspectable,Peer,ObjectManager}
 /// answer on every object.
@@ -32,24 +30,24 @@ const STANDARD: &[&str] = &[
     "GetManagedObjects",
 ];
 
-static METHODS: LazyLock<BTreeSet<&'static str>> = LazyLock::new(|| {
-    let mut names: BTreeSet<&'static str> = STANDARD.iter().copied().collect();
-    for tag in XML.split("<method ").skip(1) {
-        if let Some(name) = tag
-            .split("name=\"")
-            .nth(1)
-            .and_then(|n| n.split('"').next())
-        {
-            names.insert(name);
-        }
-    }
-    names
+static METHODS: LazyLock<BTreeSet<String>> = LazyLock::new(|| {
+    let xml = crate::bus::interface_xml::interfaces(crate::bus::interface_xml::XML);
+    let declared = xml
+        .into_iter()
+        .flat_map(|(_, members)| members)
+        .filter(|(kind, _)| *kind == "method")
+        .map(|(_, name)| name);
+    STANDARD
+        .iter()
+        .map(|s| s.to_string())
+        .chain(declared)
+        .collect()
 });
 
 /// `member` as the metrics' `method` label: itself when podscoped has a
 /// method of that name, else `other`.
 pub fn known_method(member: &str) -> &'static str {
-    METHODS.get(member).copied().unwrap_or(OTHER)
+    METHODS.get(member).map_or(OTHER, String::as_str)
 }
 
 /// Count the calls addressed to `conn` from now on, in a task of its own.
