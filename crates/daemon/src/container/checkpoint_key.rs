@@ -49,7 +49,10 @@ pub fn load_or_create(state_dir: &Path) -> Result<[u8; KEY_LEN]> {
         .and_then(|()| match std::fs::hard_link(&temp, &path) {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
             other => other,
-        });
+        })
+        // Durable before an archive is sealed with it: a key lost to a
+        // crash would leave those archives unrestorable.
+        .and_then(|()| crate::state::files::fsync_dir(state_dir));
     let _ = std::fs::remove_file(&temp);
     made.map_err(|e| Error::io(format!("make {}", path.display()), e))?;
     load(&path).map_err(|e| named(&path, e))
